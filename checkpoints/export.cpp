@@ -9,7 +9,18 @@
 
 namespace retain {
 
-void export_checkpoint(const fs::path& step_dir, const fs::path& out) {
+void export_checkpoint(const fs::path& checkpoint, const fs::path& out) {
+  // A run directory stands for its newest complete step.
+  fs::path step_dir = checkpoint;
+  if (!fs::exists(checkpoint / "manifest.json") && fs::is_directory(checkpoint) &&
+      !fs::exists(checkpoint / "params.safetensors")) {
+    auto latest = latest_step_dir(checkpoint);
+    RETAIN_CHECK(latest.has_value(), checkpoint.string(),
+                 ": neither a step directory (no manifest.json) nor a run directory with a "
+                 "complete step-N");
+    step_dir = *latest;
+    log_info("export: newest complete step of ", checkpoint.string(), " is ", step_dir.string());
+  }
   Json manifest = read_manifest(step_dir);
   const std::string kind = manifest.value("kind", "");
   if (kind == "gates") {

@@ -1,4 +1,5 @@
 // `retain export RUN/step-N --out ...`: a checkpoint's trained weights in their usable form.
+// `retain export RUN --out ...` exports the run's newest complete step.
 //   gate runs: the gate file (safetensors + metadata, see gate_file.h)
 //   base runs (train.trainable: base): an HF model directory (config.json, model.safetensors,
 //   tokenizer files) that every retain command and transformers can load.
@@ -8,6 +9,6 @@
 
 namespace retain {
 
-void export_checkpoint(const fs::path& step_dir, const fs::path& out);
+void export_checkpoint(const fs::path& checkpoint, const fs::path& out);
 
 }  // namespace retain

@@ -9,9 +9,11 @@
 
 #include "checkpoints/export.h"
 #include "checkpoints/gate_file.h"
+#include "core/config_args.h"
 #include "core/cpu_isa.h"
 #include "core/error.h"
 #include "data/prep.h"
+#include "data/synth_command.h"
 #include "eval/commands.h"
 #include "eval/dialogue_eval.h"
 #include "eval/longbench_eval.h"
@@ -93,6 +95,41 @@ int run_env() {
   return 0;
 }
 
+// Replaces every `--config FILE.yaml` with the flags the file holds for the subcommand it follows
+// (core/config_args.h). The subcommand is found by walking the words before it.
+std::vector<std::string> expand_config_files(CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> out = {argv[0]};
+  CLI::App* current = &app;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string path;
+    if (arg == "--config") {
+      if (i + 1 >= argc) retain::fail("--config needs a YAML file");
+      path = argv[++i];
+    } else if (arg.rfind("--config=", 0) == 0) {
+      path = arg.substr(9);
+    } else {
+      for (CLI::App* sub : current->get_subcommands([](CLI::App*) { return true; }))
+        if (sub->check_name(arg)) {
+          current = sub;
+          break;
+        }
+      out.push_back(arg);
+      continue;
+    }
+    std::vector<std::string> names;
+    for (const CLI::Option* opt : current->get_options())
+      for (const auto& n : opt->get_lnames()) names.push_back(n);
+    auto lookup = [&](const std::string& name) -> std::optional<retain::ConfigFlag> {
+      const CLI::Option* opt = current->get_option_no_throw("--" + name);
+      if (opt == nullptr || name == "help") return std::nullopt;
+      return retain::ConfigFlag{opt->get_type_size_max() == 0, opt->get_expected_max() > 1};
+    };
+    for (auto& a : retain::config_file_args(path, lookup, names)) out.push_back(std::move(a));
+  }
+  return out;
+}
+
 }  // namespace
 
 // `retain launch --nproc N [--master-port P] -- COMMAND...`: parsed by hand, because everything
@@ -136,8 +173,12 @@ int main(int argc, char** argv) {
   CLI::App app{"retain: learned KV-cache retention for frozen LLMs"};
   app.footer(
       "Also: retain launch --nproc N [--master-port P] -- COMMAND...   (N local ranks, "
-      "torchrun-style)");
+      "torchrun-style)\nEvery subcommand takes --config FILE.yaml: a map of its flag names to "
+      "values; "
+      "flags after it override the file.");
   app.require_subcommand(1);
+  // A flag given twice (a --config file's, then the command line's) takes the last value.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 
   retain::InitModelOptions init;
   auto* init_cmd =
@@ -148,7 +189,51 @@ int main(int argc, char** argv) {
   init_cmd->add_option("--seed", init.seed, "weight seed")->capture_default_str();
   init_cmd->add_option("--set", init.sets, "config.json edit key=value (repeatable)");
   init_cmd->add_option("--dtype", init.dtype, "float32 | bfloat16 | float16");
+  init_cmd->add_option("--tokenizer", init.tokenizer,
+                       "SentencePiece tokenizer.model to ship (sets vocab_size, bos/eos ids)");
   init_cmd->add_option("--out", init.out, "output directory")->required();
+
+  retain::SynthOptions synth;
+  std::string synth_train_tasks = "kv,vars,needle,multi", synth_heldout_tasks = synth_train_tasks;
+  std::string synth_train_words = "600", synth_heldout_words = "600";
+  auto* synth_cmd = app.add_subcommand(
+      "synth", "write a seeded synthetic corpus, held-out tasks and a SentencePiece tokenizer");
+  synth_cmd->add_option("--out", synth.out, "output directory (must not exist)")->required();
+  synth_cmd->add_option("--seed", synth.seed, "seed of the training corpus")->capture_default_str();
+  synth_cmd->add_option("--heldout-seed", synth.heldout_seed, "seed of the held-out tasks")
+      ->capture_default_str();
+  synth_cmd->add_option("--train-tasks", synth_train_tasks, "kv,vars,needle,multi")
+      ->capture_default_str();
+  synth_cmd->add_option("--train-count", synth.train_count, "training documents per task")
+      ->capture_default_str();
+  synth_cmd->add_option("--train-words", synth_train_words, "context words: N or MIN:MAX")
+      ->capture_default_str();
+  synth_cmd->add_option("--train-multi-questions", synth.train_multi_questions,
+                        "questions per training multi document (0: --multi-questions)");
+  synth_cmd->add_option("--heldout-tasks", synth_heldout_tasks, "kv,vars,needle,multi")
+      ->capture_default_str();
+  synth_cmd->add_option("--heldout-count", synth.heldout_count, "held-out examples per task")
+      ->capture_default_str();
+  synth_cmd->add_option("--heldout-words", synth_heldout_words, "held-out context words")
+      ->capture_default_str();
+  synth_cmd->add_option("--key-chars", synth.spec.key_chars, "hex characters of a key")
+      ->capture_default_str();
+  synth_cmd->add_option("--value-digits", synth.spec.value_digits, "digits of a value")
+      ->capture_default_str();
+  synth_cmd->add_option("--kv-facts", synth.spec.kv_facts, "facts in a kv context")
+      ->capture_default_str();
+  synth_cmd->add_option("--multi-facts", synth.spec.multi_facts, "facts in a multi context")
+      ->capture_default_str();
+  synth_cmd
+      ->add_option("--multi-questions", synth.spec.multi_questions, "questions of a multi example")
+      ->capture_default_str();
+  synth_cmd->add_option("--var-hops", synth.spec.var_hops, "assignments in a vars chain")
+      ->capture_default_str();
+  synth_cmd
+      ->add_option("--vocab-size", synth.vocab_size,
+                   "train a SentencePiece BPE tokenizer of at most N pieces (0: none)")
+      ->capture_default_str();
+  synth_cmd->add_flag("--force", synth.force, "replace an existing output directory");
   init_cmd->add_flag("--force", init.force, "replace an existing output directory");
 
   retain::GenerateCommandOptions gen;
@@ -214,6 +299,8 @@ int main(int argc, char** argv) {
   syn_cmd->add_option("--gates", syn.gates, "gate file for trimkv / dbtrimkv");
   syn_cmd->add_option("--chunk", syn.chunk, "prefill chunk")->capture_default_str();
   syn_cmd->add_option("--tasks", syn_tasks, "kv,vars,needle,multi")->capture_default_str();
+  syn_cmd->add_option("--data", syn.data,
+                      "task file (retain synth's heldout.jsonl) instead of generated tasks");
   syn_cmd->add_option("--count", syn.count, "examples per task")->capture_default_str();
   syn_cmd->add_option("--words", syn.context_words, "context length in words")
       ->capture_default_str();
@@ -323,7 +410,8 @@ int main(int argc, char** argv) {
   std::string export_dir, export_out;
   auto* export_cmd =
       app.add_subcommand("export", "write a checkpoint's gates (or base model) in usable form");
-  export_cmd->add_option("step_dir", export_dir, "RUN/step-N")->required();
+  export_cmd->add_option("checkpoint", export_dir, "RUN/step-N, or RUN for its newest step")
+      ->required();
   export_cmd->add_option("--out", export_out, "gate file (.safetensors) or model directory")
       ->required();
 
@@ -337,9 +425,15 @@ int main(int argc, char** argv) {
   auto* env_cmd = app.add_subcommand("env", "print the build and the devices retain sees");
 
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args = expand_config_files(app, argc, argv);
+    std::vector<char*> arg_ptrs;
+    for (auto& a : args) arg_ptrs.push_back(a.data());
+    app.parse(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const retain::Error& e) {
+    std::cerr << "retain: error: " << e.what() << std::endl;
+    return 1;
   }
 
   try {
@@ -348,6 +442,18 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (gen_cmd->parsed()) return retain::run_generate_command(gen);
+    if (synth_cmd->parsed()) {
+      synth.train_tasks = split_list(synth_train_tasks);
+      synth.heldout_tasks = split_list(synth_heldout_tasks);
+      std::tie(synth.train_words_min, synth.train_words_max) =
+          retain::parse_word_range(synth_train_words, "--train-words");
+      auto heldout_words = retain::parse_word_range(synth_heldout_words, "--heldout-words");
+      RETAIN_CHECK(heldout_words.first == heldout_words.second,
+                   "--heldout-words: expected one word count, found the range '",
+                   synth_heldout_words, "'");
+      synth.heldout_words = heldout_words.first;
+      return retain::run_synth(synth);
+    }
     if (score_cmd->parsed()) return retain::run_score_command(score);
     if (lb2_cmd->parsed()) {
       lb2.policies = split_policies(lb2_policies);

@@ -1,8 +1,11 @@
 #include "data/synthetic.h"
 
 #include <algorithm>
+#include <cmath>
 #include <iterator>
+#include <numeric>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
@@ -23,20 +26,31 @@ const char* const kFillerObjects[] = {
 
 class Builder {
  public:
-  explicit Builder(uint64_t seed) : rng_(seed) {}
+  Builder(uint64_t seed, const SyntheticSpec& spec) : rng_(seed), spec_(spec) {}
 
   std::string filler_sentence() {
     return std::string(pick(kFillerSubjects)) + " " + pick(kFillerVerbs) + " " +
            pick(kFillerObjects) + ".";
   }
-  std::string hex_key() {
+  // A key not used before in this example.
+  std::string key() {
     static const char* digits = "0123456789abcdef";
-    std::string key;
-    for (int i = 0; i < 6; ++i) key.push_back(digits[rng_() % 16]);
-    return key;
+    for (;;) {
+      std::string key;
+      for (int64_t i = 0; i < spec_.key_chars; ++i) key.push_back(digits[rng_() % 16]);
+      if (used_keys_.insert(key).second) return key;
+    }
   }
-  std::string number() { return std::to_string(1000 + rng_() % 9000); }
+  std::string number() {
+    uint64_t low = 1;
+    for (int64_t i = 1; i < spec_.value_digits; ++i) low *= 10;
+    if (spec_.value_digits == 1) return std::to_string(rng_() % 10);
+    return std::to_string(low + rng_() % (9 * low));
+  }
   size_t index(size_t n) { return static_cast<size_t>(rng_() % n); }
+  int64_t uniform(int64_t lo, int64_t hi) {
+    return lo + static_cast<int64_t>(rng_() % static_cast<uint64_t>(hi - lo + 1));
+  }
 
   // Fills with distractor sentences until `words` words, then places `facts` at random
   // sentence boundaries (keeping their order).
@@ -72,9 +86,67 @@ class Builder {
                          std::istream_iterator<std::string>());
   }
   std::mt19937_64 rng_;
+  const SyntheticSpec& spec_;
+  std::set<std::string> used_keys_;
 };
 
+// How many distinct keys one example of `task` needs.
+int64_t keys_needed(const std::string& task, const SyntheticSpec& spec) {
+  if (task == "kv") return spec.kv_facts;
+  if (task == "multi") return spec.multi_facts;
+  if (task == "vars") return spec.var_hops + 1 + 3;  // the chain and three distractors
+  return 0;
+}
+
 }  // namespace
+
+Json SyntheticSpec::to_json() const {
+  return {
+      {"key_chars", key_chars},     {"value_digits", value_digits},       {"kv_facts", kv_facts},
+      {"multi_facts", multi_facts}, {"multi_questions", multi_questions}, {"var_hops", var_hops}};
+}
+
+SyntheticSpec SyntheticSpec::from_json(const Json& j, const std::string& where) {
+  SyntheticSpec spec;
+  RETAIN_CHECK(j.is_object(), where, ": the task spec must be a map, found ", j.dump());
+  const Json defaults = spec.to_json();
+  for (const auto& [key, value] : j.items()) {
+    RETAIN_CHECK(
+        defaults.contains(key), where, ": unknown task spec key '", key, "' (expected ",
+        [&] {
+          std::string names;
+          for (const auto& [k, _] : defaults.items()) names += (names.empty() ? "" : ", ") + k;
+          return names;
+        }(),
+        ")");
+    RETAIN_CHECK(value.is_number_integer(), where, ": task spec key '", key,
+                 "' needs an integer, found ", value.dump());
+  }
+  auto get = [&](const char* key, int64_t fallback) { return j.value(key, fallback); };
+  spec.key_chars = get("key_chars", spec.key_chars);
+  spec.value_digits = get("value_digits", spec.value_digits);
+  spec.kv_facts = get("kv_facts", spec.kv_facts);
+  spec.multi_facts = get("multi_facts", spec.multi_facts);
+  spec.multi_questions = get("multi_questions", spec.multi_questions);
+  spec.var_hops = get("var_hops", spec.var_hops);
+  spec.validate(where);
+  return spec;
+}
+
+void SyntheticSpec::validate(const std::string& where) const {
+  RETAIN_CHECK(key_chars >= 1 && key_chars <= 16, where, ": key_chars must be in 1..16, found ",
+               key_chars);
+  RETAIN_CHECK(value_digits >= 1 && value_digits <= 9, where,
+               ": value_digits must be in 1..9, found ", value_digits);
+  RETAIN_CHECK(kv_facts >= 1 && multi_facts >= 1 && multi_questions >= 1 && var_hops >= 1, where,
+               ": kv_facts, multi_facts, multi_questions and var_hops must be >= 1");
+  // Distinct keys must exist: 16^key_chars of them (capped to avoid overflow).
+  const double key_space = std::pow(16.0, static_cast<double>(std::min<int64_t>(key_chars, 8)));
+  for (const auto& task : synthetic_task_names())
+    RETAIN_CHECK(static_cast<double>(keys_needed(task, *this)) <= key_space / 2, where, ": task ",
+                 task, " needs ", keys_needed(task, *this), " distinct keys but key_chars ",
+                 key_chars, " gives only ", key_space, " (at most half of them may be used)");
+}
 
 const std::vector<std::string>& synthetic_task_names() {
   static const std::vector<std::string> kNames = {"kv", "vars", "needle", "multi"};
@@ -82,51 +154,65 @@ const std::vector<std::string>& synthetic_task_names() {
 }
 
 std::vector<SyntheticExample> make_synthetic(const std::string& task, int64_t count,
-                                             int64_t context_words, uint64_t seed) {
+                                             int64_t context_words, uint64_t seed,
+                                             const SyntheticSpec& spec, int64_t context_words_max) {
   bool known = false;
   for (const auto& n : synthetic_task_names()) known = known || n == task;
   RETAIN_CHECK(known, "synthetic: task '", task,
                "' is not known (expected kv, vars, needle or multi)");
   RETAIN_CHECK(count > 0 && context_words > 0, "synthetic: count and length must be positive");
+  RETAIN_CHECK(context_words_max == 0 || context_words_max >= context_words,
+               "synthetic: the longest context (", context_words_max,
+               " words) is shorter than the shortest (", context_words, ")");
+  spec.validate("synthetic");
   std::vector<SyntheticExample> out;
   for (int64_t e = 0; e < count; ++e) {
     // One stream per (task, example): adding examples never changes earlier ones.
     uint64_t task_hash = 1469598103934665603ull;  // FNV-1a: the same on every platform
     for (unsigned char c : task) task_hash = (task_hash ^ c) * 1099511628211ull;
-    Builder b(seed * 1000003ull + task_hash % 1000 * 7919ull + static_cast<uint64_t>(e));
+    Builder b(seed * 1000003ull + task_hash % 1000 * 7919ull + static_cast<uint64_t>(e), spec);
+    const int64_t words = context_words_max > context_words
+                              ? b.uniform(context_words, context_words_max)
+                              : context_words;
     SyntheticExample ex;
     ex.task = task;
     ex.id = task + "-" + std::to_string(e);
     if (task == "kv" || task == "multi") {
       std::vector<std::pair<std::string, std::string>> facts;
-      const size_t n = task == "kv" ? 8 : 6;
-      for (size_t i = 0; i < n; ++i) facts.emplace_back(b.hex_key(), b.number());
+      const int64_t n = task == "kv" ? spec.kv_facts : spec.multi_facts;
+      for (int64_t i = 0; i < n; ++i) facts.emplace_back(b.key(), b.number());
       std::vector<std::string> lines;
       for (const auto& [k, v] : facts) lines.push_back("Key " + k + ": value " + v + ".");
-      ex.context = b.context(lines, context_words);
-      const size_t turns = task == "kv" ? 1 : 3;
-      for (size_t t = 0; t < turns; ++t) {
-        const auto& [k, v] = facts[b.index(facts.size())];
+      ex.context = b.context(lines, words);
+      const int64_t turns = task == "kv" ? 1 : spec.multi_questions;
+      // Questions ask distinct keys (in a random order) until every key was asked.
+      std::vector<size_t> order(facts.size());
+      std::iota(order.begin(), order.end(), 0);
+      for (int64_t t = 0; t < turns; ++t) {
+        const size_t slot = static_cast<size_t>(t) % order.size();
+        if (slot == 0)
+          for (size_t i = order.size() - 1; i > 0; --i) std::swap(order[i], order[b.index(i + 1)]);
+        const auto& [k, v] = facts[order[slot]];
         ex.turns.emplace_back("What is the value of key " + k + "?", v);
       }
     } else if (task == "vars") {
       std::vector<std::string> lines;
-      std::string value = b.number(), name = b.hex_key();
+      std::string value = b.number(), name = b.key();
       lines.push_back("VAR " + name + " = " + value + ".");
-      for (int hop = 0; hop < 3; ++hop) {
-        std::string next = b.hex_key();
+      for (int64_t hop = 0; hop < spec.var_hops; ++hop) {
+        std::string next = b.key();
         lines.push_back("VAR " + next + " = VAR " + name + ".");
         name = next;
       }
-      // Distractor chains with other values.
+      // Distractor assignments with other values.
       for (int i = 0; i < 3; ++i)
         lines.insert(lines.begin() + static_cast<long>(b.index(lines.size())),
-                     "VAR " + b.hex_key() + " = " + b.number() + ".");
-      ex.context = b.context(lines, context_words);
+                     "VAR " + b.key() + " = " + b.number() + ".");
+      ex.context = b.context(lines, words);
       ex.turns.emplace_back("What is the value of VAR " + name + "?", value);
     } else {
       std::string code = b.number();
-      ex.context = b.context({"The secret code is " + code + "."}, context_words);
+      ex.context = b.context({"The secret code is " + code + "."}, words);
       ex.turns.emplace_back("What is the secret code?", code);
     }
     out.push_back(std::move(ex));
@@ -142,6 +228,37 @@ std::string synthetic_prompt(const SyntheticExample& example, size_t turn) {
     if (t < turn) prompt += " " + example.turns[t].second;
   }
   return prompt;
+}
+
+std::string synthetic_document(const SyntheticExample& example) {
+  RETAIN_CHECK(!example.turns.empty(), "synthetic: example ", example.id, " has no question");
+  return synthetic_prompt(example, example.turns.size() - 1) + " " + example.turns.back().second;
+}
+
+Json synthetic_to_json(const SyntheticExample& example) {
+  Json turns = Json::array();
+  for (const auto& [q, a] : example.turns) turns.push_back({{"question", q}, {"answer", a}});
+  return {
+      {"id", example.id}, {"task", example.task}, {"context", example.context}, {"turns", turns}};
+}
+
+SyntheticExample synthetic_from_json(const Json& j, const std::string& where) {
+  auto text = [&](const Json& obj, const char* key, const std::string& at) {
+    RETAIN_CHECK(obj.is_object() && obj.contains(key) && obj[key].is_string(), at,
+                 ": expected a string field '", key, "'");
+    return obj[key].get<std::string>();
+  };
+  SyntheticExample ex;
+  ex.id = text(j, "id", where);
+  ex.task = text(j, "task", where);
+  ex.context = text(j, "context", where);
+  RETAIN_CHECK(j.contains("turns") && j["turns"].is_array() && !j["turns"].empty(), where,
+               ": expected a non-empty array field 'turns'");
+  for (size_t t = 0; t < j["turns"].size(); ++t) {
+    const std::string at = str_cat(where, ": turns[", t, "]");
+    ex.turns.emplace_back(text(j["turns"][t], "question", at), text(j["turns"][t], "answer", at));
+  }
+  return ex;
 }
 
 }  // namespace retain

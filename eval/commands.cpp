@@ -82,7 +82,7 @@ int run_generate_command(const GenerateCommandOptions& o) {
       "generate: give exactly one of --prompt, --prompt-ids or --prompts-file");
   const bool text = o.prompt.has_value() || o.prompts_file.has_value();
   RETAIN_CHECK(o.stops.empty() || text, "generate: --stop needs text prompts (a tokenizer)");
-  EvalModel m = load_eval_model(o.model, o.gates, /*with_tokenizer=*/text);
+  EvalModel m = load_eval_model(o.model, o.gates, /*with_tokenizer=*/text, {o.policy});
   const Decoder& model = *m.model;
   const Tokenizer* tokenizer = m.tokenizer.get();
   std::vector<std::vector<int64_t>> prompts;
@@ -125,7 +125,7 @@ int run_generate_command(const GenerateCommandOptions& o) {
                " needs --budget");
   const int64_t chunk = o.chunk > 0 ? o.chunk : longest;
   // A fractional budget is relative to the longest prompt of the batch.
-  auto cache = make_kv_cache(model.config(), policy, o.budget, longest, chunk, m.gates.get());
+  auto cache = make_kv_cache(model.config(), policy, o.budget, longest, chunk, m.gates_for(policy));
   sampling.prefill_chunk = chunk;
   auto results = generate_batch(model, prompts, *cache, sampling);
   const int64_t peak = peak_kv_bytes(*cache);
@@ -210,7 +210,7 @@ int run_bench_tokenize_command(const BenchTokenizeOptions& o) {
 
 int run_ppl_command(const PplCommandOptions& o) {
   RETAIN_CHECK(!o.out_dir.empty(), "eval ppl: --out is required");
-  EvalModel m = load_eval_model(o.model, o.gates);
+  EvalModel m = load_eval_model(o.model, o.gates, true, o.policies);
   const Decoder& model = *m.model;
   std::vector<int64_t> ids = m.tokenizer->encode_prompt(read_text_file(o.text_file));
   log_info("eval ppl: ", o.text_file, " is ", ids.size(), " tokens");
@@ -235,8 +235,8 @@ int run_ppl_command(const PplCommandOptions& o) {
       RETAIN_CHECK(!budgets.empty(), "eval ppl: --policy ", spec, " needs --budget");
       for (const auto& budget : budgets) {
         const auto n = static_cast<int64_t>(ids.size());
-        auto cache =
-            make_kv_cache(model.config(), policy, budget.value_or(0.0), n, o.chunk, m.gates.get());
+        auto cache = make_kv_cache(model.config(), policy, budget.value_or(0.0), n, o.chunk,
+                                   m.gates_for(policy));
         PerplexityResult r = compute_streaming_perplexity(model, ids, *cache, o.chunk);
         Json metrics = {
             {"ppl", r.ppl}, {"nll", r.nll}, {"tokens", r.tokens}, {"chunks", r.windows}};

@@ -64,7 +64,7 @@ int run_dialogue_eval(const DialogueOptions& o) {
                "eval dialogue: --history must be gold or own, found '", o.history, "'");
   const auto cells = sweep_cells(o.policies, o.budgets, "eval dialogue");
   auto dialogues = read_dialogues(o.data, o.limit);
-  EvalModel m = load_eval_model(o.model, o.gates);
+  EvalModel m = load_eval_model(o.model, o.gates, true, o.policies);
   const Decoder& model = *m.model;
   const Tokenizer& tokenizer = *m.tokenizer;
 
@@ -100,7 +100,7 @@ int run_dialogue_eval(const DialogueOptions& o) {
         auto context_ids = tokenizer.encode_prompt(d.context);
         auto cache = make_kv_cache(
             model.config(), policy, cell.budget.is_null() ? 0.0 : cell.budget.get<double>(),
-            static_cast<int64_t>(context_ids.size()), o.chunk, m.gates.get());
+            static_cast<int64_t>(context_ids.size()), o.chunk, m.gates_for(policy));
         int64_t position = 0;
         std::vector<int64_t> pending = context_ids;  // tokens to feed before the next question
         Json turns = Json::array();

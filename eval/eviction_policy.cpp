@@ -39,6 +39,13 @@ PolicyOptions parse_policy(const std::string& spec) {
     RETAIN_CHECK(eq != std::string::npos, "--policy '", spec, "': option '", item,
                  "' is not key=value");
     std::string key = item.substr(0, eq);
+    if (key == "gates") {  // the one string option
+      RETAIN_CHECK(o.kind == PolicyKind::kDBTrimKV || o.kind == PolicyKind::kTrimKV, "--policy '",
+                   spec, "': gates applies to trimkv and dbtrimkv");
+      o.gates = item.substr(eq + 1);
+      RETAIN_CHECK(!o.gates.empty(), "--policy '", spec, "': gates needs a file");
+      continue;
+    }
     if (key == "threshold") {  // the one real-valued option
       try {
         size_t used = 0;
@@ -81,7 +88,7 @@ PolicyOptions parse_policy(const std::string& spec) {
     else
       fail("--policy '", spec, "': unknown option '", key,
            "' (sinks, window, seed, horizon >= 1, min_per_head, buffer, kernel odd >= 1, "
-           "threshold)");
+           "threshold, gates)");
   }
   return o;
 }

@@ -22,7 +22,8 @@
 //               attention mass over the next n steps: + log(1 - beta^n) - log(1 - beta)
 //   dbtrimkv    the same score, one global top-(M L Hk) over all layers and heads of a sequence
 //               (per-head lengths vary), optional minimum per head, optional threshold mode
-// Specs are "name" or "name:key=value,key=value" (e.g. "h2o:window=64", "dbtrimkv:min_per_head=4").
+// Specs are "name" or "name:key=value,key=value" (e.g. "h2o:window=64", "dbtrimkv:min_per_head=4",
+// "trimkv:gates=runs/demo/trimkv.safetensors").
 #pragma once
 
 #include <cstdint>
@@ -60,6 +61,9 @@ struct PolicyOptions {
   // budget; the budget still caps it.
   double threshold = 0;
   int64_t buffer = 128;  // entries over budget tolerated before an eviction cuts back to the budget
+  // trimkv / dbtrimkv: the gate file of this policy (over --gates), so one sweep can compare
+  // gates trained differently: "trimkv:gates=a.safetensors,dbtrimkv:gates=b.safetensors".
+  std::string gates;
 
   bool needs_attention() const {
     return kind == PolicyKind::kH2O || kind == PolicyKind::kImportance ||

@@ -112,7 +112,7 @@ int run_longbench_eval(const LongBenchOptions& o) {
   }
 
   const auto cells = sweep_cells(o.policies, o.budgets, "eval longbench");
-  EvalModel m = load_eval_model(o.model, o.gates);
+  EvalModel m = load_eval_model(o.model, o.gates, true, o.policies);
   const Decoder& model = *m.model;
   const Tokenizer& tokenizer = *m.tokenizer;
   const ModelConfig& config = model.config();
@@ -203,7 +203,7 @@ int run_longbench_eval(const LongBenchOptions& o) {
           sampling.stop_ids.push_back(newline_ids.back());
         auto cache =
             make_kv_cache(model.config(), policy, budget.is_null() ? 0.0 : budget.get<double>(),
-                          static_cast<int64_t>(ids.size()), o.chunk, m.gates.get());
+                          static_cast<int64_t>(ids.size()), o.chunk, m.gates_for(policy));
         GenerationResult g = generate(model, ids, *cache, sampling);
         const int64_t peak = peak_kv_bytes(*cache);
         result = {{"policy", spec},

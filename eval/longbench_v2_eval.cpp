@@ -59,7 +59,7 @@ int run_longbench_v2_eval(const LongBenchV2Options& o) {
   if (o.limit > 0 && static_cast<int64_t>(records.size()) > o.limit)
     records.resize(static_cast<size_t>(o.limit));
   const auto cells = sweep_cells(o.policies, o.budgets, "eval longbench-v2");
-  EvalModel m = load_eval_model(o.model, o.gates);
+  EvalModel m = load_eval_model(o.model, o.gates, true, o.policies);
   const Decoder& model = *m.model;
   const Tokenizer& tokenizer = *m.tokenizer;
   const int64_t max_length =
@@ -118,7 +118,7 @@ int run_longbench_v2_eval(const LongBenchV2Options& o) {
       for (int64_t eos : model.config().eos_token_ids) sampling.stop_ids.push_back(eos);
       auto cache = make_kv_cache(model.config(), policy,
                                  cell.budget.is_null() ? 0.0 : cell.budget.get<double>(),
-                                 static_cast<int64_t>(ids.size()), o.chunk, m.gates.get());
+                                 static_cast<int64_t>(ids.size()), o.chunk, m.gates_for(policy));
       GenerationResult g = generate(model, ids, *cache, sampling);
       const std::string response = tokenizer.decode(g.tokens, true);
       log.append({{"policy", cell.policy},

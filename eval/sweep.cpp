@@ -11,8 +11,13 @@
 
 namespace retain {
 
+const GateBank* EvalModel::gates_for(const PolicyOptions& policy) const {
+  if (!policy.gates.empty()) return policy_gates.at(policy.gates).get();
+  return gates.get();
+}
+
 EvalModel load_eval_model(const ModelFlags& flags, const std::string& gates_file,
-                          bool with_tokenizer) {
+                          bool with_tokenizer, const std::vector<std::string>& policies) {
   if (flags.threads > 0) at::set_num_threads(flags.threads);
   ModelConfig config = ModelConfig::load(flags.model_dir);
   c10::Device device = resolve_device(flags.device);
@@ -23,6 +28,11 @@ EvalModel load_eval_model(const ModelFlags& flags, const std::string& gates_file
   m.model = std::make_unique<Decoder>(Decoder::load(flags.model_dir, load));
   if (with_tokenizer) m.tokenizer = load_tokenizer(flags.model_dir);
   if (!gates_file.empty()) m.gates = load_gate_file(gates_file, m.model->config(), device);
+  for (const auto& spec : policies) {
+    PolicyOptions p = parse_policy(spec);
+    if (!p.gates.empty() && !m.policy_gates.count(p.gates))
+      m.policy_gates[p.gates] = load_gate_file(p.gates, m.model->config(), device);
+  }
   return m;
 }
 

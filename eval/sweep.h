@@ -26,12 +26,18 @@ fs::path start_run_dir(const std::string& out, const Json& config);
 
 struct EvalModel {
   std::unique_ptr<Decoder> model;
-  std::unique_ptr<Tokenizer> tokenizer;  // null when not asked for
-  std::unique_ptr<GateBank> gates;       // null without --gates
+  std::unique_ptr<Tokenizer> tokenizer;                           // null when not asked for
+  std::unique_ptr<GateBank> gates;                                // null without --gates
+  std::map<std::string, std::unique_ptr<GateBank>> policy_gates;  // "policy:gates=FILE" files
+
+  // The gates a policy runs with: its own gates= file, else --gates (null when neither).
+  const GateBank* gates_for(const PolicyOptions& policy) const;
 };
 
+// Loads the model, its tokenizer, --gates and every gates= file named in `policies`.
 EvalModel load_eval_model(const ModelFlags& flags, const std::string& gates_file,
-                          bool with_tokenizer = true);
+                          bool with_tokenizer = true,
+                          const std::vector<std::string>& policies = {});
 
 struct SweepCell {
   std::string policy;  // the spec as given

@@ -37,18 +37,54 @@ std::string run_key(const std::string& policy, const Json& budget, const std::st
   return str_cat(policy, "|", budget.dump(), "|", id, "|", turn);
 }
 
+std::vector<SyntheticExample> read_task_file(const std::string& path) {
+  std::ifstream in(path);
+  RETAIN_CHECK(in.good(), "eval synthetic: cannot read --data ", path);
+  std::vector<SyntheticExample> out;
+  std::set<std::string> ids;
+  std::string line;
+  for (int64_t n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = str_cat(path, ":", n);
+    Json j;
+    try {
+      j = Json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      fail(where, ": not valid JSON (", e.what(), ")");
+    }
+    out.push_back(synthetic_from_json(j, where));
+    RETAIN_CHECK(ids.insert(out.back().id).second, where, ": id '", out.back().id,
+                 "' appears twice");
+  }
+  RETAIN_CHECK(!out.empty(), "eval synthetic: ", path, " holds no examples");
+  return out;
+}
+
+std::vector<SyntheticExample> examples_of_task(const std::vector<SyntheticExample>& all,
+                                               const std::string& task) {
+  std::vector<SyntheticExample> out;
+  for (const auto& ex : all)
+    if (ex.task == task) out.push_back(ex);
+  return out;
+}
+
 }  // namespace
 
 int run_synthetic_eval(const SyntheticEvalOptions& o) {
   RETAIN_CHECK(!o.out.empty(), "eval synthetic: --out is required");
   const auto cells = sweep_cells(o.policies, o.budgets, "eval synthetic");
-  EvalModel m = load_eval_model(o.model, o.gates);
+  // Read the task file before the model: a malformed line fails in a second, not after loading.
+  std::vector<SyntheticExample> file_examples;
+  if (!o.data.empty()) file_examples = read_task_file(o.data);
+  EvalModel m = load_eval_model(o.model, o.gates, true, o.policies);
   const Decoder& model = *m.model;
   const Tokenizer& tokenizer = *m.tokenizer;
 
   std::vector<SyntheticExample> examples;
   for (const auto& task : o.tasks) {
-    auto part = make_synthetic(task, o.count, o.context_words, o.seed);
+    auto part = o.data.empty() ? make_synthetic(task, o.count, o.context_words, o.seed)
+                               : examples_of_task(file_examples, task);
+    RETAIN_CHECK(!part.empty(), "eval synthetic: ", o.data, " has no example of task '", task, "'");
     if (o.limit > 0 && static_cast<int64_t>(part.size()) > o.limit)
       part.resize(static_cast<size_t>(o.limit));
     examples.insert(examples.end(), part.begin(), part.end());
@@ -61,6 +97,7 @@ int run_synthetic_eval(const SyntheticEvalOptions& o) {
                                                  {"gates", o.gates},
                                                  {"chunk", o.chunk},
                                                  {"tasks", o.tasks},
+                                                 {"data", o.data},
                                                  {"count", o.count},
                                                  {"context_words", o.context_words},
                                                  {"seed", o.seed},
@@ -95,7 +132,7 @@ int run_synthetic_eval(const SyntheticEvalOptions& o) {
           const auto prompt_len = static_cast<int64_t>(prompt.size());
           auto cache = make_kv_cache(model.config(), policy,
                                      cell.budget.is_null() ? 0.0 : cell.budget.get<double>(),
-                                     prompt_len, o.chunk, m.gates.get());
+                                     prompt_len, o.chunk, m.gates_for(policy));
           if (o.protect_question)
             protect_question(*cache, tokenizer, prompt_text, "\nQuestion: " + ex.turns[t].first,
                              /*with_bos=*/true);

@@ -2,7 +2,8 @@
 // policy and budget, with one model load for the whole sweep. Writes DIR/predictions.jsonl
 // (appended as it goes, so a killed run resumes where it stopped), DIR/scores.json and
 // DIR/scores.csv (exact match overall and per task, peak KV bytes, prefill/decode tokens/s) and
-// DIR/config.yaml.
+// DIR/config.yaml. With `data` the examples come from a task file (one synthetic_to_json record
+// per line); `tasks` then selects among the file's tasks.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,7 @@ struct SyntheticEvalOptions {
   std::string gates;
   int64_t chunk = 512;
   std::vector<std::string> tasks = {"kv", "vars", "needle", "multi"};
+  std::string data;    // a task file (retain synth's heldout.jsonl) instead of generating
   int64_t count = 10;  // examples per task
   int64_t context_words = 600;
   uint64_t seed = 0;

@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <map>
+#include <optional>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -183,6 +184,15 @@ void init_model(const InitModelOptions& options) {
     }
     config[key] = parsed;
   }
+  std::optional<SentencePieceTokenizer> tokenizer;
+  if (!options.tokenizer.empty()) {
+    RETAIN_CHECK(fs::is_regular_file(options.tokenizer), "init-model: --tokenizer ",
+                 options.tokenizer, " is not a file (expected a SentencePiece tokenizer.model)");
+    tokenizer.emplace(options.tokenizer);
+    config["vocab_size"] = tokenizer->vocab_size();
+    if (auto bos = tokenizer->bos_id()) config["bos_token_id"] = *bos;
+    if (auto eos = tokenizer->eos_id()) config["eos_token_id"] = *eos;
+  }
   if (options.dtype) {
     at::ScalarType requested = parse_dtype_name(*options.dtype, "init-model --dtype");
     config["torch_dtype"] = requested == at::kFloat      ? "float32"
@@ -199,7 +209,9 @@ void init_model(const InitModelOptions& options) {
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   try {
-    if (is_small_preset(options.preset)) {
+    if (tokenizer) {
+      fs::copy_file(options.tokenizer, tmp / "tokenizer.model");
+    } else if (is_small_preset(options.preset)) {
       SentencePieceTrainOptions sp;
       sp.vocab_size = static_cast<int>(parsed.vocab_size);
       train_sentencepiece(tiny_corpus(4000, 1234), sp, tmp / "tokenizer.model");

@@ -19,6 +19,9 @@ struct InitModelOptions {
   uint64_t seed = 0;
   std::vector<std::string> sets;     // "key=value" edits of config.json (value parsed as JSON)
   std::optional<std::string> dtype;  // float32 | bfloat16 | float16 (default: the preset's)
+  // A SentencePiece tokenizer.model to ship with the model; vocab_size, bos/eos ids follow it
+  // (instead of the tokenizer the tiny/small presets train on the project's own corpus).
+  std::string tokenizer;
   std::string out;
   bool force = false;  // replace an existing output directory
 };

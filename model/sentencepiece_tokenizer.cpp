@@ -103,13 +103,24 @@ void train_sentencepiece(const std::vector<std::string>& sentences,
       {"bos_id", "1"},
       {"eos_id", "2"},
       {"pad_id", "-1"},
-      {"split_digits", "true"},
+      {"split_digits", options.split_digits ? "true" : "false"},
+      {"hard_vocab_limit", options.hard_vocab_limit ? "true" : "false"},
       // Keep whitespace runs (code, indentation) as Llama-2's tokenizer does.
       {"remove_extra_whitespaces", "false"},
       {"normalization_rule_name", "identity"},
       {"num_threads", "1"},  // deterministic
       {"minloglevel", "2"},
   };
+  args["split_by_number"] = options.split_by_number ? "true" : "false";
+  if (!options.user_defined_symbols.empty()) {
+    std::string symbols;
+    for (const auto& sym : options.user_defined_symbols) {
+      RETAIN_CHECK(!sym.empty() && sym.find(',') == std::string::npos,
+                   "train_sentencepiece: user-defined symbol '", sym, "' is empty or has a comma");
+      symbols += (symbols.empty() ? "" : ",") + sym;
+    }
+    args["user_defined_symbols"] = symbols;
+  }
   VectorSentenceIterator it(sentences);
   std::string model;
   auto status = sentencepiece::SentencePieceTrainer::Train(args, &it, &model);

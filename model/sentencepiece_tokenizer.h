@@ -39,6 +39,15 @@ struct SentencePieceTrainOptions {
   int vocab_size = 512;
   std::string model_type = "bpe";
   bool byte_fallback = true;
+  // Split numbers into single digits (Llama-2's choice). Off, frequent numbers become pieces.
+  bool split_digits = true;
+  // Off, pieces may mix digits and letters ("e3" stays one piece).
+  bool split_by_number = true;
+  // Always pieces of their own, never merged with neighbours (e.g. punctuation, so "43." is
+  // "43" "." and a number is the same piece before a full stop or a question mark). No commas.
+  std::vector<std::string> user_defined_symbols;
+  // Off: vocab_size is an upper bound, so a corpus with fewer distinct pieces still trains.
+  bool hard_vocab_limit = true;
 };
 
 // Trains on `sentences` and writes the model to `out_file` atomically. Ids: unk 0, bos 1, eos 2.

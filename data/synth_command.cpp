@@ -1,0 +1,146 @@
+#include "data/synth_command.h"
+
+#include <fstream>
+#include <set>
+
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "model/sentencepiece_tokenizer.h"
+
+namespace retain {
+
+namespace {
+
+void check_tasks(const std::vector<std::string>& tasks, const std::string& flag) {
+  RETAIN_CHECK(!tasks.empty(), "synth: ", flag, " needs at least one task");
+  for (const auto& t : tasks) {
+    bool known = false;
+    for (const auto& n : synthetic_task_names()) known = known || n == t;
+    RETAIN_CHECK(known, "synth: ", flag, ": task '", t,
+                 "' is not known (expected kv, vars, needle or multi)");
+  }
+}
+
+// SentencePiece reads sentences of at most a few kB: the corpus is cut at line and sentence ends.
+void add_sentences(const std::string& text, std::vector<std::string>& out) {
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find_first_of("\n.?", start);
+    end = end == std::string::npos ? text.size() : end + 1;
+    std::string piece = text.substr(start, end - start);
+    size_t b = piece.find_first_not_of(" \n");
+    if (b != std::string::npos) out.push_back(piece.substr(b));
+    start = end;
+  }
+}
+
+}  // namespace
+
+std::pair<int64_t, int64_t> parse_word_range(const std::string& text, const std::string& flag) {
+  auto number = [&](const std::string& s) {
+    try {
+      size_t used = 0;
+      long long v = std::stoll(s, &used);
+      RETAIN_CHECK(used == s.size() && v > 0, "");
+      return static_cast<int64_t>(v);
+    } catch (...) {
+      fail(flag, ": expected a positive word count or a range MIN:MAX, found '", text, "'");
+    }
+  };
+  auto colon = text.find(':');
+  if (colon == std::string::npos) return {number(text), number(text)};
+  auto range = std::make_pair(number(text.substr(0, colon)), number(text.substr(colon + 1)));
+  RETAIN_CHECK(range.first <= range.second, flag, ": the range '", text, "' is empty");
+  return range;
+}
+
+int run_synth(const SynthOptions& o) {
+  RETAIN_CHECK(!o.out.empty(), "synth: --out is required");
+  RETAIN_CHECK(o.seed != o.heldout_seed, "synth: --seed and --heldout-seed are both ", o.seed,
+               ": the held-out tasks would repeat the training corpus");
+  RETAIN_CHECK(o.train_count > 0 && o.heldout_count > 0,
+               "synth: --train-count and --heldout-count must be positive");
+  RETAIN_CHECK(o.vocab_size == 0 || o.vocab_size >= 64, "synth: --vocab-size ", o.vocab_size,
+               " is too small (at least 64, or 0 for no tokenizer)");
+  check_tasks(o.train_tasks, "--train-tasks");
+  check_tasks(o.heldout_tasks, "--heldout-tasks");
+  o.spec.validate("synth");
+  const fs::path out(o.out);
+  RETAIN_CHECK(!fs::exists(out) || o.force, "synth: ", out.string(),
+               " already exists (pass --force to replace it)");
+
+  SyntheticSpec train_spec = o.spec;
+  if (o.train_multi_questions > 0) train_spec.multi_questions = o.train_multi_questions;
+  fs::path tmp = out;
+  tmp += ".tmp";
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  try {
+    Json summary = {{"seed", o.seed},
+                    {"heldout_seed", o.heldout_seed},
+                    {"spec", o.spec.to_json()},
+                    {"train_multi_questions", train_spec.multi_questions},
+                    {"train_words", {o.train_words_min, o.train_words_max}},
+                    {"heldout_words", o.heldout_words},
+                    {"vocab_size", o.vocab_size}};
+    std::vector<std::string> sentences;
+    int64_t train_docs = 0, train_words = 0;
+    {
+      std::ofstream train(tmp / "train.jsonl");
+      for (const auto& task : o.train_tasks) {
+        for (const auto& ex : make_synthetic(task, o.train_count, o.train_words_min, o.seed,
+                                             train_spec, o.train_words_max)) {
+          const std::string doc = synthetic_document(ex);
+          train << Json{{"text", doc}, {"id", ex.id}, {"task", ex.task}}.dump() << "\n";
+          if (o.vocab_size > 0) add_sentences(doc, sentences);
+          ++train_docs;
+          train_words += static_cast<int64_t>(std::count(doc.begin(), doc.end(), ' ')) + 1;
+        }
+      }
+      train.close();
+      RETAIN_CHECK(train.good(), (tmp / "train.jsonl").string(), ": write failed");
+    }
+    int64_t heldout_examples = 0;
+    {
+      std::ofstream heldout(tmp / "heldout.jsonl");
+      for (const auto& task : o.heldout_tasks)
+        for (const auto& ex :
+             make_synthetic(task, o.heldout_count, o.heldout_words, o.heldout_seed, o.spec)) {
+          heldout << synthetic_to_json(ex).dump() << "\n";
+          ++heldout_examples;
+        }
+      heldout.close();
+      RETAIN_CHECK(heldout.good(), (tmp / "heldout.jsonl").string(), ": write failed");
+    }
+    summary["train_documents"] = train_docs;
+    summary["train_words_written"] = train_words;
+    summary["heldout_examples"] = heldout_examples;
+    log_info("synth: ", train_docs, " training documents (", train_words, " words), ",
+             heldout_examples, " held-out examples");
+    if (o.vocab_size > 0) {
+      SentencePieceTrainOptions sp;
+      sp.vocab_size = static_cast<int>(o.vocab_size);
+      // Keys and values are numbers and short hex strings: whole pieces, not digits, so a tiny
+      // model retrieves one token per key. A corpus with fewer pieces than asked still trains.
+      sp.split_digits = false;
+      sp.hard_vocab_limit = false;
+      sp.split_by_number = false;
+      sp.user_defined_symbols = {".", ":", "?", "="};
+      train_sentencepiece(sentences, sp, tmp / "tokenizer.model");
+      log_info("synth: SentencePiece tokenizer trained on ", sentences.size(), " sentences");
+    }
+    write_json_file_atomic(tmp / "synth.json", summary);
+    if (fs::exists(out)) fs::remove_all(out);
+    fs::rename(tmp, out);
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove_all(tmp, ignored);
+    throw;
+  }
+  log_info("synth: wrote ", out.string());
+  return 0;
+}
+
+}  // namespace retain

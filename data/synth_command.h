@@ -1,0 +1,39 @@
+// `retain synth`: writes a seeded synthetic corpus with the harness's task generator
+// (data/synthetic.h), so a tiny model can be trained and evaluated with nothing downloaded:
+//   OUT/train.jsonl     {"text": ...} training documents (context + every question and answer)
+//   OUT/heldout.jsonl   held-out tasks for `retain eval synthetic --data` (another seed)
+//   OUT/tokenizer.model a SentencePiece BPE tokenizer trained on the training text (--vocab-size)
+//   OUT/synth.json      what was asked and what came out (counts, words, the task spec)
+// Everything is written to OUT.tmp and renamed at the end: OUT exists only when complete.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/synthetic.h"
+
+namespace retain {
+
+struct SynthOptions {
+  std::string out;
+  SyntheticSpec spec;
+  uint64_t seed = 0;          // training corpus
+  uint64_t heldout_seed = 1;  // held-out tasks; must differ from `seed`
+  std::vector<std::string> train_tasks = {"kv", "vars", "needle", "multi"};
+  int64_t train_count = 100;  // documents per task
+  int64_t train_words_min = 600, train_words_max = 600;
+  int64_t train_multi_questions = 0;  // questions of a training `multi` document (0: the spec's)
+  std::vector<std::string> heldout_tasks = {"kv", "vars", "needle", "multi"};
+  int64_t heldout_count = 20;  // examples per task
+  int64_t heldout_words = 600;
+  int64_t vocab_size = 0;  // 0: no tokenizer
+  bool force = false;      // replace an existing OUT
+};
+
+// "600" or "200:900" (a uniform range) -> (min, max).
+std::pair<int64_t, int64_t> parse_word_range(const std::string& text, const std::string& flag);
+
+int run_synth(const SynthOptions& options);
+
+}  // namespace retain
