@@ -7,7 +7,7 @@ RETAIN_HOME ?= $(HOME)/.cache/retain
 PYTHON := $(RETAIN_HOME)/venv/bin/python
 export PATH := /usr/local/cuda/bin:$(PATH)
 
-.PHONY: setup configure build test demo format clean
+.PHONY: setup configure build test demo demo-steps format clean
 
 setup:
 	@bash scripts/setup.sh
@@ -23,8 +23,48 @@ build: configure
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# `make demo`: the whole method on a tiny model trained here from nothing (README, "The demo").
+# Each step is one `retain` command reading its recipe in $(DEMO_RECIPES); the rules only chain
+# them. A step whose output exists is skipped (delete the output to redo it); a killed training
+# resumes from its last checkpoint. The *_FLAGS variables append flags or key=value overrides to
+# one step (tests/demo_test.sh runs a reduced demo through them).
+DEMO ?= runs/demo
+DEMO_RECIPES ?= recipes/demo
+RETAIN ?= $(BUILD)/retain
+SYNTH_FLAGS ?=
+INIT_FLAGS ?=
+PREP_FLAGS ?=
+BASE_FLAGS ?=
+GATES_FLAGS ?=
+EVAL_FLAGS ?=
+
 demo: build
-	@bash scripts/demo.sh
+	@$(MAKE) --no-print-directory demo-steps
+
+demo-steps: $(DEMO)/trimkv.safetensors $(DEMO)/dbtrimkv.safetensors
+	$(RETAIN) eval synthetic --config $(DEMO_RECIPES)/eval.yaml --model $(DEMO)/model \
+	  --data $(DEMO)/data/heldout.jsonl --gates-dir $(DEMO) --out $(DEMO) $(EVAL_FLAGS)
+
+$(DEMO)/data/synth.json:
+	$(RETAIN) synth --config $(DEMO_RECIPES)/data.yaml --out $(DEMO)/data $(SYNTH_FLAGS)
+
+$(DEMO)/init/config.json: $(DEMO)/data/synth.json
+	$(RETAIN) init-model --config $(DEMO_RECIPES)/model.yaml \
+	  --tokenizer $(DEMO)/data/tokenizer.model --out $(DEMO)/init $(INIT_FLAGS)
+
+$(DEMO)/shards/prep.json: $(DEMO)/init/config.json
+	$(RETAIN) prep --config $(DEMO_RECIPES)/prep.yaml --tokenizer $(DEMO)/init \
+	  --input $(DEMO)/data/train.jsonl --out $(DEMO)/shards $(PREP_FLAGS)
+
+$(DEMO)/model/config.json: $(DEMO)/shards/prep.json
+	$(RETAIN) train $(DEMO_RECIPES)/base.yaml run.dir=$(DEMO)/base-run \
+	  model.path=$(DEMO)/init data.shards=$(DEMO)/shards $(BASE_FLAGS)
+	$(RETAIN) export $(DEMO)/base-run --out $(DEMO)/model
+
+$(DEMO)/%.safetensors: $(DEMO)/model/config.json
+	$(RETAIN) train $(DEMO_RECIPES)/$*.yaml run.dir=$(DEMO)/$*-run \
+	  model.path=$(DEMO)/model data.shards=$(DEMO)/shards $(GATES_FLAGS)
+	$(RETAIN) export $(DEMO)/$*-run --out $@
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')

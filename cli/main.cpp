@@ -35,6 +35,8 @@ void add_model_flags(CLI::App* cmd, retain::ModelFlags& flags) {
                   "CUDA, fp32 on CPU)")
       ->capture_default_str();
   cmd->add_option("--threads", flags.threads, "CPU threads (0: LibTorch's default)");
+  cmd->add_option("--gates-dir", flags.gates_dir,
+                  "directory that relative policy gates= paths are resolved against");
 }
 
 void add_chat_flags(CLI::App* cmd, retain::ChatFlags& flags) {
@@ -195,7 +197,7 @@ int main(int argc, char** argv) {
 
   retain::SynthOptions synth;
   std::string synth_train_tasks = "kv,vars,needle,multi", synth_heldout_tasks = synth_train_tasks;
-  std::string synth_train_words = "600", synth_heldout_words = "600";
+  std::string synth_train_words = "600", synth_heldout_words = "600", synth_train_multi_facts;
   auto* synth_cmd = app.add_subcommand(
       "synth", "write a seeded synthetic corpus, held-out tasks and a SentencePiece tokenizer");
   synth_cmd->add_option("--out", synth.out, "output directory (must not exist)")->required();
@@ -210,13 +212,17 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   synth_cmd->add_option("--train-multi-questions", synth.train_multi_questions,
                         "questions per training multi document (0: --multi-questions)");
+  synth_cmd->add_option("--train-multi-facts", synth_train_multi_facts,
+                        "facts per training multi document: N or MIN:MAX (default: --multi-facts)");
   synth_cmd->add_option("--heldout-tasks", synth_heldout_tasks, "kv,vars,needle,multi")
       ->capture_default_str();
   synth_cmd->add_option("--heldout-count", synth.heldout_count, "held-out examples per task")
       ->capture_default_str();
   synth_cmd->add_option("--heldout-words", synth_heldout_words, "held-out context words")
       ->capture_default_str();
-  synth_cmd->add_option("--key-chars", synth.spec.key_chars, "hex characters of a key")
+  synth_cmd->add_option("--key-chars", synth.spec.key_chars, "characters of a key")
+      ->capture_default_str();
+  synth_cmd->add_option("--key-alphabet", synth.spec.key_alphabet, "characters keys are made of")
       ->capture_default_str();
   synth_cmd->add_option("--value-digits", synth.spec.value_digits, "digits of a value")
       ->capture_default_str();
@@ -446,12 +452,15 @@ int main(int argc, char** argv) {
       synth.train_tasks = split_list(synth_train_tasks);
       synth.heldout_tasks = split_list(synth_heldout_tasks);
       std::tie(synth.train_words_min, synth.train_words_max) =
-          retain::parse_word_range(synth_train_words, "--train-words");
-      auto heldout_words = retain::parse_word_range(synth_heldout_words, "--heldout-words");
+          retain::parse_count_range(synth_train_words, "--train-words");
+      auto heldout_words = retain::parse_count_range(synth_heldout_words, "--heldout-words");
       RETAIN_CHECK(heldout_words.first == heldout_words.second,
                    "--heldout-words: expected one word count, found the range '",
                    synth_heldout_words, "'");
       synth.heldout_words = heldout_words.first;
+      if (!synth_train_multi_facts.empty())
+        std::tie(synth.train_multi_facts_min, synth.train_multi_facts_max) =
+            retain::parse_count_range(synth_train_multi_facts, "--train-multi-facts");
       return retain::run_synth(synth);
     }
     if (score_cmd->parsed()) return retain::run_score_command(score);

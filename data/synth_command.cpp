@@ -38,7 +38,7 @@ void add_sentences(const std::string& text, std::vector<std::string>& out) {
 
 }  // namespace
 
-std::pair<int64_t, int64_t> parse_word_range(const std::string& text, const std::string& flag) {
+std::pair<int64_t, int64_t> parse_count_range(const std::string& text, const std::string& flag) {
   auto number = [&](const std::string& s) {
     try {
       size_t used = 0;
@@ -46,7 +46,7 @@ std::pair<int64_t, int64_t> parse_word_range(const std::string& text, const std:
       RETAIN_CHECK(used == s.size() && v > 0, "");
       return static_cast<int64_t>(v);
     } catch (...) {
-      fail(flag, ": expected a positive word count or a range MIN:MAX, found '", text, "'");
+      fail(flag, ": expected a positive count or a range MIN:MAX, found '", text, "'");
     }
   };
   auto colon = text.find(':');
@@ -73,6 +73,11 @@ int run_synth(const SynthOptions& o) {
 
   SyntheticSpec train_spec = o.spec;
   if (o.train_multi_questions > 0) train_spec.multi_questions = o.train_multi_questions;
+  if (o.train_multi_facts_min > 0) {
+    train_spec.multi_facts = o.train_multi_facts_min;
+    train_spec.multi_facts_max = o.train_multi_facts_max;
+  }
+  train_spec.validate("synth --train-multi-facts");
   fs::path tmp = out;
   tmp += ".tmp";
   fs::remove_all(tmp);
@@ -81,7 +86,7 @@ int run_synth(const SynthOptions& o) {
     Json summary = {{"seed", o.seed},
                     {"heldout_seed", o.heldout_seed},
                     {"spec", o.spec.to_json()},
-                    {"train_multi_questions", train_spec.multi_questions},
+                    {"train_spec", train_spec.to_json()},
                     {"train_words", {o.train_words_min, o.train_words_max}},
                     {"heldout_words", o.heldout_words},
                     {"vocab_size", o.vocab_size}};

@@ -24,6 +24,9 @@ struct SynthOptions {
   int64_t train_count = 100;  // documents per task
   int64_t train_words_min = 600, train_words_max = 600;
   int64_t train_multi_questions = 0;  // questions of a training `multi` document (0: the spec's)
+  // Facts of a training `multi` document, drawn per document (0: the spec's): a range from 1
+  // mixes plain copying with real retrieval, which a model from scratch learns far sooner.
+  int64_t train_multi_facts_min = 0, train_multi_facts_max = 0;
   std::vector<std::string> heldout_tasks = {"kv", "vars", "needle", "multi"};
   int64_t heldout_count = 20;  // examples per task
   int64_t heldout_words = 600;
@@ -32,7 +35,7 @@ struct SynthOptions {
 };
 
 // "600" or "200:900" (a uniform range) -> (min, max).
-std::pair<int64_t, int64_t> parse_word_range(const std::string& text, const std::string& flag);
+std::pair<int64_t, int64_t> parse_count_range(const std::string& text, const std::string& flag);
 
 int run_synth(const SynthOptions& options);
 

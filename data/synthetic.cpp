@@ -1,6 +1,7 @@
 #include "data/synthetic.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <iterator>
 #include <numeric>
@@ -34,10 +35,10 @@ class Builder {
   }
   // A key not used before in this example.
   std::string key() {
-    static const char* digits = "0123456789abcdef";
+    const std::string& chars = spec_.key_alphabet;
     for (;;) {
       std::string key;
-      for (int64_t i = 0; i < spec_.key_chars; ++i) key.push_back(digits[rng_() % 16]);
+      for (int64_t i = 0; i < spec_.key_chars; ++i) key.push_back(chars[rng_() % chars.size()]);
       if (used_keys_.insert(key).second) return key;
     }
   }
@@ -93,7 +94,7 @@ class Builder {
 // How many distinct keys one example of `task` needs.
 int64_t keys_needed(const std::string& task, const SyntheticSpec& spec) {
   if (task == "kv") return spec.kv_facts;
-  if (task == "multi") return spec.multi_facts;
+  if (task == "multi") return std::max(spec.multi_facts, spec.multi_facts_max);
   if (task == "vars") return spec.var_hops + 1 + 3;  // the chain and three distractors
   return 0;
 }
@@ -119,15 +120,18 @@ SyntheticSpec SyntheticSpec::from_json(const Json& j, const std::string& where) 
           return names;
         }(),
         ")");
-    RETAIN_CHECK(value.is_number_integer(), where, ": task spec key '", key,
-                 "' needs an integer, found ", value.dump());
+    RETAIN_CHECK(key == "key_alphabet" ? value.is_string() : value.is_number_integer(), where,
+                 ": task spec key '", key, "' needs ",
+                 key == "key_alphabet" ? "a string" : "an integer", ", found ", value.dump());
   }
   auto get = [&](const char* key, int64_t fallback) { return j.value(key, fallback); };
   spec.key_chars = get("key_chars", spec.key_chars);
+  spec.key_alphabet = j.value("key_alphabet", spec.key_alphabet);
   spec.value_digits = get("value_digits", spec.value_digits);
   spec.kv_facts = get("kv_facts", spec.kv_facts);
   spec.multi_facts = get("multi_facts", spec.multi_facts);
   spec.multi_questions = get("multi_questions", spec.multi_questions);
+  spec.multi_facts_max = get("multi_facts_max", spec.multi_facts_max);
   spec.var_hops = get("var_hops", spec.var_hops);
   spec.validate(where);
   return spec;
@@ -140,8 +144,15 @@ void SyntheticSpec::validate(const std::string& where) const {
                ": value_digits must be in 1..9, found ", value_digits);
   RETAIN_CHECK(kv_facts >= 1 && multi_facts >= 1 && multi_questions >= 1 && var_hops >= 1, where,
                ": kv_facts, multi_facts, multi_questions and var_hops must be >= 1");
-  // Distinct keys must exist: 16^key_chars of them (capped to avoid overflow).
-  const double key_space = std::pow(16.0, static_cast<double>(std::min<int64_t>(key_chars, 8)));
+  std::set<char> distinct(key_alphabet.begin(), key_alphabet.end());
+  RETAIN_CHECK(distinct.size() == key_alphabet.size() && key_alphabet.size() >= 2, where,
+               ": key_alphabet '", key_alphabet, "' needs at least 2 characters, none repeated");
+  for (char c : key_alphabet)
+    RETAIN_CHECK(std::isalnum(static_cast<unsigned char>(c)), where, ": key_alphabet '",
+                 key_alphabet, "' may only hold letters and digits");
+  // Distinct keys must exist: alphabet^key_chars of them (capped to avoid overflow).
+  const double key_space = std::pow(static_cast<double>(key_alphabet.size()),
+                                    static_cast<double>(std::min<int64_t>(key_chars, 8)));
   for (const auto& task : synthetic_task_names())
     RETAIN_CHECK(static_cast<double>(keys_needed(task, *this)) <= key_space / 2, where, ": task ",
                  task, " needs ", keys_needed(task, *this), " distinct keys but key_chars ",
@@ -179,20 +190,20 @@ std::vector<SyntheticExample> make_synthetic(const std::string& task, int64_t co
     ex.id = task + "-" + std::to_string(e);
     if (task == "kv" || task == "multi") {
       std::vector<std::pair<std::string, std::string>> facts;
-      const int64_t n = task == "kv" ? spec.kv_facts : spec.multi_facts;
+      int64_t n = task == "kv" ? spec.kv_facts : spec.multi_facts;
+      if (task == "multi" && spec.multi_facts_max > spec.multi_facts)
+        n = b.uniform(spec.multi_facts, spec.multi_facts_max);
       for (int64_t i = 0; i < n; ++i) facts.emplace_back(b.key(), b.number());
       std::vector<std::string> lines;
       for (const auto& [k, v] : facts) lines.push_back("Key " + k + ": value " + v + ".");
       ex.context = b.context(lines, words);
-      const int64_t turns = task == "kv" ? 1 : spec.multi_questions;
-      // Questions ask distinct keys (in a random order) until every key was asked.
+      // Questions ask distinct keys, in a random order; never more questions than facts.
+      const int64_t turns = task == "kv" ? 1 : std::min(spec.multi_questions, n);
       std::vector<size_t> order(facts.size());
       std::iota(order.begin(), order.end(), 0);
+      for (size_t i = order.size() - 1; i > 0; --i) std::swap(order[i], order[b.index(i + 1)]);
       for (int64_t t = 0; t < turns; ++t) {
-        const size_t slot = static_cast<size_t>(t) % order.size();
-        if (slot == 0)
-          for (size_t i = order.size() - 1; i > 0; --i) std::swap(order[i], order[b.index(i + 1)]);
-        const auto& [k, v] = facts[order[slot]];
+        const auto& [k, v] = facts[order[static_cast<size_t>(t)]];
         ex.turns.emplace_back("What is the value of key " + k + "?", v);
       }
     } else if (task == "vars") {

@@ -22,12 +22,17 @@ namespace retain {
 // The shape of the tasks. The defaults suit real LLMs (6-hex-digit keys, 4-digit values); a tiny
 // model trained from scratch (the demo) uses short keys and values its tokenizer keeps whole.
 struct SyntheticSpec {
-  int64_t key_chars = 6;        // hex characters of a key or variable name (1..16)
+  int64_t key_chars = 6;  // characters of a key or variable name (1..16)
+  // The characters keys are made of. Hex by default; the demo uses consonants so that no key is
+  // also a number (a value) or an English word its tiny model reads elsewhere.
+  std::string key_alphabet = "0123456789abcdef";
   int64_t value_digits = 4;     // digits of a value, no leading zero (1..9)
   int64_t kv_facts = 8;         // facts in a `kv` context
   int64_t multi_facts = 6;      // facts in a `multi` context
-  int64_t multi_questions = 3;  // questions of a `multi` example (distinct keys while they last)
-  int64_t var_hops = 3;         // assignments from the value to the asked variable in `vars`
+  int64_t multi_facts_max = 0;  // > multi_facts: each example draws its count from the range
+  int64_t multi_questions =
+      3;                 // questions of a `multi` example (distinct keys, at most one per fact)
+  int64_t var_hops = 3;  // assignments from the value to the asked variable in `vars`
 
   Json to_json() const;
   // Reads the keys present in `j` over the defaults; unknown keys and out-of-range values are

@@ -326,6 +326,15 @@ int64_t BudgetedKvCache::live_bytes() const {
   return bytes;
 }
 
+int64_t BudgetedKvCache::budget_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& l : layers_)
+    if (l.keys.defined())
+      bytes += 2 * l.keys.size(0) * l.keys.size(1) * budget_ * l.keys.size(3) *
+               static_cast<int64_t>(l.keys.element_size());
+  return bytes;
+}
+
 std::unique_ptr<KvCache> BudgetedKvCache::clone() const {
   auto copy = std::make_unique<BudgetedKvCache>(*this);  // members are tensor handles: deepen them
   for (auto& l : copy->layers_) {

@@ -43,6 +43,9 @@ class BudgetedKvCache : public KvCache {
   void protect_from(int64_t position) { protect_from_ = position; }
 
   int64_t peak_bytes() const { return peak_bytes_; }
+  // Bytes of exactly `budget` entries in every (layer, sequence, KV head): what the cache holds
+  // after an eviction (with buffer 0, after every step).
+  int64_t budget_bytes() const;
   // Bytes of the K/V buffers as allocated (live entries plus free slots).
   int64_t allocated_bytes() const;
   int64_t budget() const { return budget_; }

@@ -14,6 +14,9 @@ struct ModelFlags {
   std::string device = "auto";
   std::string dtype = "auto";
   int threads = 0;  // 0: LibTorch's default
+  // Relative "policy:gates=FILE" paths are resolved against this directory (default: the
+  // working directory), so a sweep's recipe can name gate files by their place in a run.
+  std::string gates_dir;
 };
 
 // How a text prompt becomes ids: raw (BOS + text) or through the model's chat template.

@@ -30,8 +30,10 @@ EvalModel load_eval_model(const ModelFlags& flags, const std::string& gates_file
   if (!gates_file.empty()) m.gates = load_gate_file(gates_file, m.model->config(), device);
   for (const auto& spec : policies) {
     PolicyOptions p = parse_policy(spec);
-    if (!p.gates.empty() && !m.policy_gates.count(p.gates))
-      m.policy_gates[p.gates] = load_gate_file(p.gates, m.model->config(), device);
+    if (p.gates.empty() || m.policy_gates.count(p.gates)) continue;
+    fs::path file = p.gates;
+    if (file.is_relative() && !flags.gates_dir.empty()) file = fs::path(flags.gates_dir) / file;
+    m.policy_gates[p.gates] = load_gate_file(file, m.model->config(), device);
   }
   return m;
 }
@@ -91,6 +93,11 @@ fs::path start_run_dir(const std::string& out, const Json& config) {
 
 int64_t peak_kv_bytes(const KvCache& cache) {
   if (const auto* b = dynamic_cast<const BudgetedKvCache*>(&cache)) return b->peak_bytes();
+  return cache.live_bytes();
+}
+
+int64_t budget_kv_bytes(const KvCache& cache) {
+  if (const auto* b = dynamic_cast<const BudgetedKvCache*>(&cache)) return b->budget_bytes();
   return cache.live_bytes();
 }
 

@@ -65,6 +65,9 @@ class PredictionLog {
 };
 
 int64_t peak_kv_bytes(const KvCache& cache);
+// The bytes of `budget` entries per (layer, sequence, KV head) of an evicting cache; for the
+// full cache, its live bytes.
+int64_t budget_kv_bytes(const KvCache& cache);
 
 // --protect-question: the position where the question starts in a prompt whose text is `text`
 // and whose tokens were made with `with_bos` (encode_prompt) or not (a rendered chat template):

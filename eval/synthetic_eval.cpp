@@ -155,6 +155,9 @@ int run_synthetic_eval(const SyntheticEvalOptions& o) {
               {"correct", first_line_trimmed(pred) == answer},
               {"prompt_tokens", prompt_len},
               {"peak_kv_bytes", peak},
+              // After the last step: with buffer 0 an evicting cache is back at its budget.
+              {"live_kv_bytes", cache->live_bytes()},
+              {"budget_kv_bytes", budget_kv_bytes(*cache)},
               {"prefill_tokens_per_s",
                r.prefill_seconds > 0 ? static_cast<double>(prompt_len) / r.prefill_seconds : 0.0},
               {"decode_tokens_per_s",
