@@ -197,7 +197,8 @@ int main(int argc, char** argv) {
 
   retain::SynthOptions synth;
   std::string synth_train_tasks = "kv,vars,needle,multi", synth_heldout_tasks = synth_train_tasks;
-  std::string synth_train_words = "600", synth_heldout_words = "600", synth_train_multi_facts;
+  std::string synth_train_words = "600", synth_heldout_words = "600", synth_train_multi_facts,
+              synth_train_count = "100";
   auto* synth_cmd = app.add_subcommand(
       "synth", "write a seeded synthetic corpus, held-out tasks and a SentencePiece tokenizer");
   synth_cmd->add_option("--out", synth.out, "output directory (must not exist)")->required();
@@ -206,9 +207,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   synth_cmd->add_option("--train-tasks", synth_train_tasks, "kv,vars,needle,multi")
       ->capture_default_str();
-  synth_cmd->add_option("--train-count", synth.train_count, "training documents per task")
+  synth_cmd
+      ->add_option("--train-count", synth_train_count,
+                   "training documents per task; a list (e.g. 3000,200) makes several parts")
       ->capture_default_str();
-  synth_cmd->add_option("--train-words", synth_train_words, "context words: N or MIN:MAX")
+  synth_cmd
+      ->add_option("--train-words", synth_train_words,
+                   "context words: N or MIN:MAX, one per --train-count part (e.g. 10:60,300:900)")
       ->capture_default_str();
   synth_cmd->add_option("--train-multi-questions", synth.train_multi_questions,
                         "questions per training multi document (0: --multi-questions)");
@@ -402,6 +407,8 @@ int main(int argc, char** argv) {
   prep_cmd->add_option("--format", prep.format, "text | jsonl | chat")->capture_default_str();
   prep_cmd->add_option("--field", prep.field, "jsonl field holding the text")
       ->capture_default_str();
+  prep_cmd->add_option("--label-spans", prep.label_spans,
+                       "jsonl field of [begin, end] byte ranges: only their tokens are labels");
   prep_cmd->add_option("--shard-tokens", prep.shard_tokens, "tokens per shard")
       ->capture_default_str();
   prep_cmd->add_option("--max-docs", prep.max_docs, "stop after N documents (0: all)");
@@ -451,8 +458,17 @@ int main(int argc, char** argv) {
     if (synth_cmd->parsed()) {
       synth.train_tasks = split_list(synth_train_tasks);
       synth.heldout_tasks = split_list(synth_heldout_tasks);
-      std::tie(synth.train_words_min, synth.train_words_max) =
-          retain::parse_count_range(synth_train_words, "--train-words");
+      const auto counts = split_list(synth_train_count), words = split_list(synth_train_words);
+      RETAIN_CHECK(counts.size() == words.size(), "synth: --train-count has ", counts.size(),
+                   " parts but --train-words has ", words.size());
+      synth.train_parts.clear();
+      for (size_t p = 0; p < counts.size(); ++p) {
+        retain::SynthOptions::TrainPart part;
+        part.count = retain::parse_count_range(counts[p], "--train-count").first;
+        std::tie(part.words_min, part.words_max) =
+            retain::parse_count_range(words[p], "--train-words");
+        synth.train_parts.push_back(part);
+      }
       auto heldout_words = retain::parse_count_range(synth_heldout_words, "--heldout-words");
       RETAIN_CHECK(heldout_words.first == heldout_words.second,
                    "--heldout-words: expected one word count, found the range '",

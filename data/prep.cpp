@@ -89,6 +89,39 @@ Document chat_document(const Json& line, const ChatTemplate& tmpl, const Tokeniz
   return doc;
 }
 
+// A jsonl document whose labels are the tokens inside byte ranges of its text. A token is inside
+// when it lies between the token counts of the text's prefixes up to the range's ends (tokenizers
+// split prefixes ending at these boundaries the same way as the whole text).
+Document spans_document(const std::string& text, const Json& spans, const Tokenizer& tokenizer,
+                        const std::string& where, const std::string& field) {
+  RETAIN_CHECK(spans.is_array(), where, ": field '", field,
+               "' must be an array of [begin, end] byte ranges");
+  Document doc{tokenizer.encode_prompt(text), {}};
+  doc.mask.assign(doc.ids.size(), 0);
+  const auto size = static_cast<int64_t>(text.size());
+  int64_t last_end = 0;
+  for (const auto& span : spans) {
+    RETAIN_CHECK(span.is_array() && span.size() == 2 && span[0].is_number_integer() &&
+                     span[1].is_number_integer(),
+                 where, ": field '", field, "': expected [begin, end], found ", span.dump());
+    const int64_t begin = span[0].get<int64_t>(), end = span[1].get<int64_t>();
+    RETAIN_CHECK(0 <= begin && begin < end && end <= size && begin >= last_end, where, ": field '",
+                 field, "': range [", begin, ", ", end, "] is empty, out of the text (", size,
+                 " bytes) or overlaps the previous one");
+    last_end = end;
+    auto count = [&](int64_t bytes) {
+      return std::min(doc.ids.size(),
+                      tokenizer.encode_prompt(text.substr(0, static_cast<size_t>(bytes))).size());
+    };
+    for (size_t k = count(begin); k < count(end); ++k) doc.mask[k] = 1;
+  }
+  if (tokenizer.eos_id()) {
+    doc.ids.push_back(*tokenizer.eos_id());
+    doc.mask.push_back(last_end == size ? 1 : 0);  // a text ending in an answer learns to stop
+  }
+  return doc;
+}
+
 }  // namespace
 
 PrepSummary run_prep(const PrepOptions& o) {
@@ -116,7 +149,9 @@ PrepSummary run_prep(const PrepOptions& o) {
   for (const auto& in : o.inputs) total_bytes += static_cast<int64_t>(fs::file_size(in));
   ProgressBar bar("prep", total_bytes, "B");
   try {
-    ShardSink sink(tmp, meta, o.shard_tokens, o.format == "chat");
+    RETAIN_CHECK(o.label_spans.empty() || o.format == "jsonl",
+                 "prep: --label-spans needs --format jsonl");
+    ShardSink sink(tmp, meta, o.shard_tokens, o.format == "chat" || !o.label_spans.empty());
     auto plain_document = [&](const std::string& text) {
       Document d{tokenizer->encode_prompt(text), {}};
       if (tokenizer->eos_id()) d.ids.push_back(*tokenizer->eos_id());
@@ -142,7 +177,14 @@ PrepSummary run_prep(const PrepOptions& o) {
         if (o.format == "jsonl") {
           RETAIN_CHECK(j.contains(o.field) && j[o.field].is_string(), where, ": field '", o.field,
                        "' is missing or not a string (choose it with --field)");
-          sink.add(plain_document(j[o.field].get<std::string>()));
+          if (o.label_spans.empty()) {
+            sink.add(plain_document(j[o.field].get<std::string>()));
+          } else {
+            RETAIN_CHECK(j.contains(o.label_spans), where, ": field '", o.label_spans,
+                         "' (--label-spans) is missing");
+            sink.add(spans_document(j[o.field].get<std::string>(), j[o.label_spans], *tokenizer,
+                                    where, o.label_spans));
+          }
         } else {
           sink.add(chat_document(j, *tmpl, *tokenizer, where));
         }
@@ -155,6 +197,7 @@ PrepSummary run_prep(const PrepOptions& o) {
     write_json_file_atomic(tmp / "prep.json", {{"tokenizer", o.tokenizer_dir},
                                                {"tokenizer_sha256", meta.tokenizer_sha256},
                                                {"format", o.format},
+                                               {"label_spans", o.label_spans},
                                                {"inputs", o.inputs},
                                                {"docs", summary.docs},
                                                {"tokens", summary.tokens},

@@ -1,6 +1,7 @@
 // `retain prep`: text -> HDF5 token shards.
 //   text:  every input file is one document
-//   jsonl: one JSON object per line, the document is the string at --field
+//   jsonl: one JSON object per line, the document is the string at --field; with --label-spans
+//          only the tokens inside the listed byte ranges get a label
 //   chat:  one {"messages": [{"role", "content"}, ...]} per line, rendered with the model's chat
 //          template; only assistant tokens get a label (loss_mask)
 // Every document is BOS (when the tokenizer adds one) + tokens + EOS. Output goes to a temp
@@ -19,6 +20,9 @@ struct PrepOptions {
   std::string out;
   std::string format = "text";
   std::string field = "text";
+  // jsonl: a field holding [[begin, end], ...] byte ranges of the text; only tokens inside them
+  // are labels (loss_mask), e.g. the answers of `retain synth`'s corpus. Empty: every token.
+  std::string label_spans;
   int64_t shard_tokens = int64_t{1} << 24;
   int64_t max_docs = 0;  // 0: all
 };

@@ -60,8 +60,12 @@ int run_synth(const SynthOptions& o) {
   RETAIN_CHECK(!o.out.empty(), "synth: --out is required");
   RETAIN_CHECK(o.seed != o.heldout_seed, "synth: --seed and --heldout-seed are both ", o.seed,
                ": the held-out tasks would repeat the training corpus");
-  RETAIN_CHECK(o.train_count > 0 && o.heldout_count > 0,
-               "synth: --train-count and --heldout-count must be positive");
+  RETAIN_CHECK(!o.train_parts.empty(), "synth: no training part");
+  for (const auto& part : o.train_parts)
+    RETAIN_CHECK(part.count > 0 && part.words_min > 0 && part.words_max >= part.words_min,
+                 "synth: a training part needs a positive --train-count and a --train-words "
+                 "range MIN <= MAX");
+  RETAIN_CHECK(o.heldout_count > 0, "synth: --heldout-count must be positive");
   RETAIN_CHECK(o.vocab_size == 0 || o.vocab_size >= 64, "synth: --vocab-size ", o.vocab_size,
                " is too small (at least 64, or 0 for no tokenizer)");
   check_tasks(o.train_tasks, "--train-tasks");
@@ -83,25 +87,42 @@ int run_synth(const SynthOptions& o) {
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   try {
-    Json summary = {{"seed", o.seed},
-                    {"heldout_seed", o.heldout_seed},
-                    {"spec", o.spec.to_json()},
-                    {"train_spec", train_spec.to_json()},
-                    {"train_words", {o.train_words_min, o.train_words_max}},
-                    {"heldout_words", o.heldout_words},
-                    {"vocab_size", o.vocab_size}};
+    Json summary = {
+        {"seed", o.seed},
+        {"heldout_seed", o.heldout_seed},
+        {"spec", o.spec.to_json()},
+        {"train_spec", train_spec.to_json()},
+        {"train_parts",
+         [&] {
+           Json parts = Json::array();
+           for (const auto& p : o.train_parts)
+             parts.push_back({{"count", p.count}, {"words", {p.words_min, p.words_max}}});
+           return parts;
+         }()},
+        {"heldout_words", o.heldout_words},
+        {"vocab_size", o.vocab_size}};
     std::vector<std::string> sentences;
     int64_t train_docs = 0, train_words = 0;
     {
       std::ofstream train(tmp / "train.jsonl");
-      for (const auto& task : o.train_tasks) {
-        for (const auto& ex : make_synthetic(task, o.train_count, o.train_words_min, o.seed,
-                                             train_spec, o.train_words_max)) {
-          const std::string doc = synthetic_document(ex);
-          train << Json{{"text", doc}, {"id", ex.id}, {"task", ex.task}}.dump() << "\n";
-          if (o.vocab_size > 0) add_sentences(doc, sentences);
-          ++train_docs;
-          train_words += static_cast<int64_t>(std::count(doc.begin(), doc.end(), ' ')) + 1;
+      for (size_t p = 0; p < o.train_parts.size(); ++p) {
+        const auto& part = o.train_parts[p];
+        // Each part its own examples: the first part keeps the plain seed, later ones derive one.
+        const uint64_t seed = p == 0 ? o.seed : o.seed * 0x9E3779B97F4A7C15ull + 7919 * p + 1;
+        RETAIN_CHECK(seed != o.heldout_seed, "synth: training part ", p,
+                     " would reuse the held-out seed; pick another --heldout-seed");
+        for (const auto& task : o.train_tasks) {
+          for (const auto& ex :
+               make_synthetic(task, part.count, part.words_min, seed, train_spec, part.words_max)) {
+            std::vector<std::pair<int64_t, int64_t>> spans;
+            const std::string doc = synthetic_document(ex, &spans);
+            train << Json{{"text", doc}, {"id", ex.id}, {"task", ex.task}, {"answer_spans", spans}}
+                         .dump()
+                  << "\n";
+            if (o.vocab_size > 0) add_sentences(doc, sentences);
+            ++train_docs;
+            train_words += static_cast<int64_t>(std::count(doc.begin(), doc.end(), ' ')) + 1;
+          }
         }
       }
       train.close();

@@ -1,6 +1,8 @@
 // `retain synth`: writes a seeded synthetic corpus with the harness's task generator
 // (data/synthetic.h), so a tiny model can be trained and evaluated with nothing downloaded:
-//   OUT/train.jsonl     {"text": ...} training documents (context + every question and answer)
+//   OUT/train.jsonl     {"text", "id", "task", "answer_spans"} training documents (context + every
+//                       question and answer); answer_spans are the byte ranges `retain prep
+//                       --label-spans answer_spans` turns into answer-only labels
 //   OUT/heldout.jsonl   held-out tasks for `retain eval synthetic --data` (another seed)
 //   OUT/tokenizer.model a SentencePiece BPE tokenizer trained on the training text (--vocab-size)
 //   OUT/synth.json      what was asked and what came out (counts, words, the task spec)
@@ -21,8 +23,14 @@ struct SynthOptions {
   uint64_t seed = 0;          // training corpus
   uint64_t heldout_seed = 1;  // held-out tasks; must differ from `seed`
   std::vector<std::string> train_tasks = {"kv", "vars", "needle", "multi"};
-  int64_t train_count = 100;  // documents per task
-  int64_t train_words_min = 600, train_words_max = 600;
+  // The training corpus in parts, each `count` documents per task with contexts of
+  // [words_min, words_max] words: e.g. many short documents, dense in questions, where a model
+  // learns retrieval quickly, and fewer long ones that teach it the demo length.
+  struct TrainPart {
+    int64_t count = 100;
+    int64_t words_min = 600, words_max = 600;
+  };
+  std::vector<TrainPart> train_parts = {TrainPart{}};
   int64_t train_multi_questions = 0;  // questions of a training `multi` document (0: the spec's)
   // Facts of a training `multi` document, drawn per document (0: the spec's): a range from 1
   // mixes plain copying with real retrieval, which a model from scratch learns far sooner.

@@ -241,9 +241,23 @@ std::string synthetic_prompt(const SyntheticExample& example, size_t turn) {
   return prompt;
 }
 
-std::string synthetic_document(const SyntheticExample& example) {
+std::string synthetic_document(const SyntheticExample& example,
+                               std::vector<std::pair<int64_t, int64_t>>* answer_spans) {
   RETAIN_CHECK(!example.turns.empty(), "synthetic: example ", example.id, " has no question");
-  return synthetic_prompt(example, example.turns.size() - 1) + " " + example.turns.back().second;
+  const std::string doc =
+      synthetic_prompt(example, example.turns.size() - 1) + " " + example.turns.back().second;
+  if (answer_spans != nullptr) {
+    answer_spans->clear();
+    // The same layout synthetic_prompt writes: "\nQuestion: Q\nAnswer: A" per turn.
+    size_t at = example.context.size() + 1;
+    for (const auto& [question, answer] : example.turns) {
+      at += std::string("\nQuestion: ").size() + question.size() + std::string("\nAnswer").size();
+      const size_t end = std::min(doc.size(), at + 2 + answer.size() + 1);  // ": A\n"
+      answer_spans->emplace_back(static_cast<int64_t>(at), static_cast<int64_t>(end));
+      at += 2 + answer.size();
+    }
+  }
+  return doc;
 }
 
 Json synthetic_to_json(const SyntheticExample& example) {

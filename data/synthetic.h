@@ -62,7 +62,10 @@ std::vector<SyntheticExample> make_synthetic(const std::string& task, int64_t co
 std::string synthetic_prompt(const SyntheticExample& example, size_t turn);
 
 // The whole example as one training document: the last turn's prompt followed by its answer.
-std::string synthetic_document(const SyntheticExample& example);
+// `answer_spans`, when given, receives one byte range per turn: from the ':' that ends
+// "Answer:" (the position that predicts the answer) through the answer and the newline after it.
+std::string synthetic_document(const SyntheticExample& example,
+                               std::vector<std::pair<int64_t, int64_t>>* answer_spans = nullptr);
 
 // A task file line: {"id", "task", "context", "turns": [{"question", "answer"}]}.
 Json synthetic_to_json(const SyntheticExample& example);

@@ -116,5 +116,63 @@ grep -qP '^1\t"<s>"$' "$work/out.txt" || { echo "FAIL tokenize table lacks BOS r
 mkdir -p "$work/notok" && cp "$model/config.json" "$model/model.safetensors" "$work/notok/"
 check_error missing-tokenizer "no tokenizer found" "$retain" generate --model "$work/notok" --prompt hello
 
+# retain synth, --config files, init-model --tokenizer, prep --label-spans, eval synthetic --data.
+syn="$work/synth"
+cat > "$work/synth.yaml" <<'YAML'
+key-chars: 2
+key-alphabet: bcdfghjklmnpqrst
+value-digits: 2
+train-count: 20,4
+train-words: 10:30,80:100
+train-tasks: [needle, multi]
+train-multi-facts: 1:4
+heldout-count: 2
+heldout-words: 40
+vocab-size: 300
+YAML
+check synth "$retain" synth --config "$work/synth.yaml" --heldout-count 3 --out "$syn"
+for f in train.jsonl heldout.jsonl tokenizer.model synth.json; do
+  [ -s "$syn/$f" ] || { echo "FAIL synth did not write $f"; failures=$((failures + 1)); }
+done
+# Flags after --config override the file: 3 held-out examples per task, 4 tasks.
+[ "$(wc -l < "$syn/heldout.jsonl")" -eq 12 ] || { echo "FAIL synth --heldout-count did not override the config"; failures=$((failures + 1)); }
+[ "$(wc -l < "$syn/train.jsonl")" -eq 48 ] || { echo "FAIL synth train parts: $(wc -l < "$syn/train.jsonl") documents"; failures=$((failures + 1)); }
+check_error synth-exists "already exists" "$retain" synth --config "$work/synth.yaml" --out "$syn"
+check_error synth-same-seed "would repeat the training corpus" "$retain" synth --seed 4 --heldout-seed 4 --out "$work/s2"
+check_error synth-bad-range "the range '9:3' is empty" "$retain" synth --train-words 9:3 --out "$work/s2"
+check_error synth-parts "--train-count has 2 parts but --train-words has 1" "$retain" synth --train-count 3,4 --out "$work/s2"
+[ ! -e "$work/s2" ] && [ ! -e "$work/s2.tmp" ] || { echo "FAIL synth left output after an error"; failures=$((failures + 1)); }
+printf 'key-chars: 2\nvocab-sise: 300\n' > "$work/typo.yaml"
+check_error config-unknown-key "typo.yaml line 2: unknown key 'vocab-sise' for this command; did you mean 'vocab-size'?" \
+  "$retain" synth --config "$work/typo.yaml" --out "$work/s3"
+printf 'force: maybe\n' > "$work/badflag.yaml"
+check_error config-bad-switch "'force' is an on/off flag" "$retain" synth --config "$work/badflag.yaml" --out "$work/s3"
+check_error config-missing "--config $work/none.yaml: no such file" "$retain" synth --config "$work/none.yaml" --out "$work/s3"
+synmodel="$work/synmodel"
+check init-model-tokenizer "$retain" init-model --arch llama --preset tiny --tokenizer "$syn/tokenizer.model" --out "$synmodel"
+python3 - "$synmodel" "$syn" <<'PY' || failures=$((failures + 1))
+import json, sys
+cfg = json.load(open(f"{sys.argv[1]}/config.json"))
+assert cfg["vocab_size"] <= 300 and cfg["bos_token_id"] == 1 and cfg["eos_token_id"] == 2, cfg
+print(f"ok   init-model --tokenizer: vocab_size {cfg['vocab_size']} from the tokenizer")
+PY
+check prep-label-spans "$retain" prep --tokenizer "$synmodel" --format jsonl --label-spans answer_spans --input "$syn/train.jsonl" --out "$work/synshards"
+grep -q '"label_spans":"answer_spans"' "$work/synshards/prep.json" || grep -q '"label_spans": "answer_spans"' "$work/synshards/prep.json" || { echo "FAIL prep.json lacks label_spans"; failures=$((failures + 1)); }
+printf '{"text": "abc", "answer_spans": [[2, 9]]}\n' > "$work/badspans.jsonl"
+check_error prep-bad-span "badspans.jsonl:1: field 'answer_spans': range [2, 9] is empty, out of the text (3 bytes)" \
+  "$retain" prep --tokenizer "$synmodel" --format jsonl --label-spans answer_spans --input "$work/badspans.jsonl" --out "$work/bs"
+[ ! -e "$work/bs" ] || { echo "FAIL prep left output after an error"; failures=$((failures + 1)); }
+check eval-synthetic-data "$retain" eval synthetic --model "$synmodel" --data "$syn/heldout.jsonl" --tasks needle,kv --policy full,streaming:buffer=0 --budget 0.5 --max-new-tokens 2 --out "$work/synev"
+[ "$(wc -l < "$work/synev/predictions.jsonl")" -eq 12 ] || { echo "FAIL eval synthetic --data: $(wc -l < "$work/synev/predictions.jsonl") predictions"; failures=$((failures + 1)); }
+head -2 "$syn/heldout.jsonl" > "$work/broken.jsonl" && echo '{"id": "x", "task": "kv"}' >> "$work/broken.jsonl"
+check_error eval-synthetic-bad-line "broken.jsonl:3: expected a string field 'context'" \
+  "$retain" eval synthetic --model "$synmodel" --data "$work/broken.jsonl" --out "$work/synev2"
+check_error eval-synthetic-missing-task "has no example of task 'vars'" \
+  "$retain" eval synthetic --model "$synmodel" --data "$work/broken.jsonl" --tasks vars --out "$work/synev2"
+check_error policy-gates-wrong-policy "gates applies to trimkv and dbtrimkv" \
+  "$retain" eval synthetic --model "$synmodel" --data "$syn/heldout.jsonl" --policy h2o:gates=g.safetensors --budget 4 --out "$work/synev3"
+check_error policy-gates-missing-file "nope.safetensors" \
+  "$retain" eval synthetic --model "$synmodel" --data "$syn/heldout.jsonl" --policy dbtrimkv:gates=nope.safetensors --gates-dir "$work" --budget 4 --out "$work/synev3"
+
 echo "$failures failed"
 [ "$failures" -eq 0 ]

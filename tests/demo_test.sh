@@ -22,7 +22,7 @@ python3 - "$work" <<'PY'
 import json, sys
 work = sys.argv[1]
 scores = json.load(open(f"{work}/scores.json"))
-rows = {(r["policy"].split(":")[0], r["budget"]): r for r in scores["rows"]}
+rows = {(r["policy"].split(":")[0], r["budget"]): r for r in scores["results"]}
 policies = {p for p, _ in rows}
 want = {"full", "streaming", "h2o", "snapkv", "sagekv", "random", "importance", "trimkv", "dbtrimkv"}
 assert policies == want, f"policies {sorted(policies)} != {sorted(want)}"

@@ -380,6 +380,77 @@ TEST(Synthetic, TasksAreSeededAndHoldTheirAnswers) {
   EXPECT_EQ(first_line_trimmed("  4821 \nmore"), "4821");
 }
 
+TEST(Synthetic, SpecShapesKeysValuesAndQuestions) {
+  SyntheticSpec spec;
+  spec.key_chars = 2;
+  spec.key_alphabet = "bcdfg";
+  spec.value_digits = 2;
+  spec.multi_facts = 1;
+  spec.multi_facts_max = 5;
+  spec.multi_questions = 8;
+  std::set<size_t> fact_counts;
+  for (const auto& ex : make_synthetic("multi", 40, 30, 3, spec)) {
+    std::set<std::string> keys;
+    for (const auto& [q, a] : ex.turns) {
+      const std::string key = q.substr(q.size() - 3, 2);  // "... of key XY?"
+      for (char c : key) EXPECT_NE(spec.key_alphabet.find(c), std::string::npos) << q;
+      EXPECT_TRUE(keys.insert(key).second) << "a key asked twice in " << ex.id;
+      ASSERT_EQ(a.size(), 2u);
+      EXPECT_NE(a[0], '0');
+      EXPECT_NE(ex.context.find("Key " + key + ": value " + a + "."), std::string::npos);
+    }
+    // Never more questions than facts, every fact asked: the turn count is the fact count.
+    fact_counts.insert(ex.turns.size());
+  }
+  EXPECT_EQ(fact_counts, (std::set<size_t>{1, 2, 3, 4, 5}));
+  // Lengths drawn from a range stay inside it.
+  for (const auto& ex : make_synthetic("needle", 10, 50, 3, spec, 200)) {
+    const auto words = std::count(ex.context.begin(), ex.context.end(), ' ') + 1;
+    EXPECT_GE(words, 50);
+    EXPECT_LE(words, 210);
+  }
+  EXPECT_EQ(SyntheticSpec::from_json(spec.to_json(), "t").to_json(), spec.to_json());
+  EXPECT_ERROR_CONTAINS(SyntheticSpec::from_json(Json{{"key_char", 2}}, "spec.json"),
+                        "spec.json: unknown task spec key 'key_char'");
+  SyntheticSpec bad = spec;
+  bad.key_alphabet = "bb";
+  EXPECT_ERROR_CONTAINS(bad.validate("x"), "none repeated");
+  bad.key_alphabet = "b-";
+  EXPECT_ERROR_CONTAINS(bad.validate("x"), "only hold letters and digits");
+  bad.key_alphabet = "bc";
+  bad.key_chars = 1;
+  EXPECT_ERROR_CONTAINS(bad.validate("x"), "distinct keys");
+}
+
+TEST(Synthetic, DocumentsMarkTheirAnswersAndTaskFilesRoundTrip) {
+  SyntheticSpec spec;
+  spec.multi_questions = 4;
+  for (const auto& task : synthetic_task_names()) {
+    for (const auto& ex : make_synthetic(task, 3, 40, 5, spec)) {
+      std::vector<std::pair<int64_t, int64_t>> spans;
+      const std::string doc = synthetic_document(ex, &spans);
+      ASSERT_EQ(spans.size(), ex.turns.size());
+      for (size_t t = 0; t < spans.size(); ++t) {
+        const std::string text = doc.substr(spans[t].first, spans[t].second - spans[t].first);
+        const std::string answer = ": " + ex.turns[t].second;
+        EXPECT_EQ(text, t + 1 < spans.size() ? answer + "\n" : answer) << ex.id;
+        // The span starts where the prompt of that turn ends.
+        EXPECT_EQ(synthetic_prompt(ex, t).size(), static_cast<size_t>(spans[t].first) + 1);
+      }
+      SyntheticExample back = synthetic_from_json(synthetic_to_json(ex), "t");
+      EXPECT_EQ(back.id, ex.id);
+      EXPECT_EQ(back.context, ex.context);
+      EXPECT_EQ(back.turns, ex.turns);
+    }
+  }
+  EXPECT_ERROR_CONTAINS(synthetic_from_json(Json{{"id", "a"}, {"task", "kv"}}, "f.jsonl:3"),
+                        "f.jsonl:3: expected a string field 'context'");
+  EXPECT_ERROR_CONTAINS(
+      synthetic_from_json(Json{{"id", "a"}, {"task", "kv"}, {"context", "c"}, {"turns", {Json{}}}},
+                          "f.jsonl:4"),
+      "f.jsonl:4: turns[0]: expected a string field 'question'");
+}
+
 TEST(Synthetic, SweepWritesScoresAndResumes) {
   testing::TempDir dir;
   InitModelOptions init;
