@@ -59,8 +59,10 @@ at::Tensor decode_attention_reference(const at::Tensor& q, const at::Tensor& key
                                       double scale) {
   const int64_t b = q.size(0), h = q.size(1), d = q.size(3);
   const int64_t hk = keys.size(1), s = keys.size(2), g = h / hk;
-  auto qf = q.to(at::kFloat).reshape({b, hk, g, d});
-  auto scores = at::matmul(qf, keys.to(at::kFloat).transpose(-1, -2)) * scale;  // (B, Hk, G, S)
+  // fp32 for fp32/bf16/fp16 inputs, fp64 for fp64.
+  const auto type = q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  auto qf = q.to(type).reshape({b, hk, g, d});
+  auto scores = at::matmul(qf, keys.to(type).transpose(-1, -2)) * scale;  // (B, Hk, G, S)
   auto slot = at::arange(s, positions.options()).view({1, 1, s});
   auto q_pos = q_positions.to(positions.device(), at::kLong).reshape({b, 1, 1});
   auto visible = (slot < lengths.to(at::kLong).unsqueeze(-1))
@@ -69,7 +71,7 @@ at::Tensor decode_attention_reference(const at::Tensor& q, const at::Tensor& key
                      .unsqueeze(2);  // (B, Hk, 1, S)
   auto probs = at::softmax(scores.masked_fill(visible.logical_not(), -INFINITY), -1)
                    .nan_to_num(0);  // a head that sees nothing: zeros
-  return at::matmul(probs, values.to(at::kFloat)).view({b, h, 1, d}).to(q.scalar_type());
+  return at::matmul(probs, values.to(type)).view({b, h, 1, d}).to(q.scalar_type());
 }
 
 bool compact_cache_uses_kernel(const at::Tensor& keys, const at::Tensor& values,

@@ -304,7 +304,7 @@ TEST(KernelDispatch, CompactReferenceKeepsOrder) {
   auto values = keys.clone() * 10;
   auto positions = at::arange(6, at::kLong).view({1, 1, 6}).contiguous();
   auto stat = at::arange(6, at::kFloat).view({1, 1, 6}) + 100;
-  auto keep = at::tensor({false, true, true, false, true, false}, at::kBool).view({1, 1, 6});
+  auto keep = at::tensor({0, 1, 1, 0, 1, 0}, at::kLong).view({1, 1, 6}).to(at::kBool);
   auto length = compact_cache(keys, values, positions, stat, keep);
   EXPECT_EQ(length.item<int64_t>(), 3);
   EXPECT_TRUE(at::equal(positions.view({6}), at::tensor({1, 2, 4, -1, -1, -1}, at::kLong)));
