@@ -1,8 +1,8 @@
 #include "kernels/bench_kernels.h"
 
 #include <torch/csrc/autograd/autograd.h>
-#include <torch/utils.h>
 #include <torch/cuda.h>
+#include <torch/utils.h>
 
 #include <chrono>
 #include <cmath>
@@ -83,22 +83,23 @@ void bench_attention(const BenchKernelsOptions& o, int64_t t) {
          vg = ve.clone().requires_grad_();
     sdpa_all = time_ms(
         [&] {
-          auto out =
-              std::get<0>(at::_scaled_dot_product_flash_attention(qg, kg, vg, 0.0, true, false,
-                                                                  scale));
+          auto out = std::get<0>(
+              at::_scaled_dot_product_flash_attention(qg, kg, vg, 0.0, true, false, scale));
           torch::autograd::grad({out}, {qg, kg, vg}, {d_out});
         },
         o.warmup, o.iters);
   }
   auto tflops = [](double flops, double ms) { return flops / (ms * 1e-3) / 1e12; };
-  std::printf("retention_attention  T=%-6lld fwd     %9.3f ms %7.1f TFLOP/s | sdpa-flash %9.3f ms "
-              "%7.1f TFLOP/s | throughput ratio %.2f (%s)\n",
-              static_cast<long long>(t), ret_fwd, tflops(fwd_flops, ret_fwd), sdpa_fwd,
-              tflops(fwd_flops, sdpa_fwd), sdpa_fwd / ret_fwd, path);
-  std::printf("retention_attention  T=%-6lld fwd+bwd %9.3f ms %7.1f TFLOP/s | sdpa-flash %9.3f ms "
-              "%7.1f TFLOP/s | throughput ratio %.2f (target >= 0.50)\n",
-              static_cast<long long>(t), ret_all, tflops(total_flops, ret_all), sdpa_all,
-              tflops(total_flops, sdpa_all), sdpa_all / ret_all);
+  std::printf(
+      "retention_attention  T=%-6lld fwd     %9.3f ms %7.1f TFLOP/s | sdpa-flash %9.3f ms "
+      "%7.1f TFLOP/s | throughput ratio %.2f (%s)\n",
+      static_cast<long long>(t), ret_fwd, tflops(fwd_flops, ret_fwd), sdpa_fwd,
+      tflops(fwd_flops, sdpa_fwd), sdpa_fwd / ret_fwd, path);
+  std::printf(
+      "retention_attention  T=%-6lld fwd+bwd %9.3f ms %7.1f TFLOP/s | sdpa-flash %9.3f ms "
+      "%7.1f TFLOP/s | throughput ratio %.2f (target >= 0.50)\n",
+      static_cast<long long>(t), ret_all, tflops(total_flops, ret_all), sdpa_all,
+      tflops(total_flops, sdpa_all), sdpa_all / ret_all);
 
   auto lg = log_beta.clone().requires_grad_();
   const double sum_ms = time_ms(
@@ -113,8 +114,7 @@ void bench_attention(const BenchKernelsOptions& o, int64_t t) {
 }
 
 void bench_decode(const BenchKernelsOptions& o, double bandwidth) {
-  const int64_t b = o.decode_batch, h = o.heads, hk = o.kv_heads, d = o.head_dim,
-                c = o.decode_len;
+  const int64_t b = o.decode_batch, h = o.heads, hk = o.kv_heads, d = o.head_dim, c = o.decode_len;
   auto opts = at::TensorOptions().device(at::kCUDA).dtype(at::kBFloat16);
   auto keys = at::randn({b, hk, c, d}, opts), values = at::randn({b, hk, c, d}, opts);
   auto lengths = at::randint(c / 2, c + 1, {b, hk}, opts.dtype(at::kLong));
@@ -126,25 +126,25 @@ void bench_decode(const BenchKernelsOptions& o, double bandwidth) {
   const double live = static_cast<double>(lengths.sum().item<int64_t>());
   // Bytes that must be read: the live keys, values and positions.
   const double bytes = live * (2.0 * d * keys.element_size() + sizeof(int64_t));
-  const double ms = time_ms(
-      [&] { decode_attention(q, keys, values, positions, lengths, q_positions, scale); }, o.warmup,
-      o.iters);
+  const double ms =
+      time_ms([&] { decode_attention(q, keys, values, positions, lengths, q_positions, scale); },
+              o.warmup, o.iters);
   const double ideal_ms = bytes / bandwidth * 1e3;
-  std::printf("decode_attention     B=%lld S<=%lld %9.3f ms %7.1f GB/s | ideal %.3f ms at %.0f GB/s "
-              "| time / ideal %.2f (target <= 1.50) (%s)\n",
-              static_cast<long long>(b), static_cast<long long>(c), ms, bytes / (ms * 1e-3) / 1e9,
-              ideal_ms, bandwidth / 1e9, ms / ideal_ms,
-              decode_attention_uses_kernel(q, keys, values, positions) ? "kernel"
-                                                                       : "ATen reference");
+  std::printf(
+      "decode_attention     B=%lld S<=%lld %9.3f ms %7.1f GB/s | ideal %.3f ms at %.0f GB/s "
+      "| time / ideal %.2f (target <= 1.50) (%s)\n",
+      static_cast<long long>(b), static_cast<long long>(c), ms, bytes / (ms * 1e-3) / 1e9, ideal_ms,
+      bandwidth / 1e9, ms / ideal_ms,
+      decode_attention_uses_kernel(q, keys, values, positions) ? "kernel" : "ATen reference");
 
   auto stat = at::randn({b, hk, c}, opts.dtype(at::kFloat));
   auto keep = at::rand({b, hk, c}, opts.dtype(at::kFloat)) < 0.5;
   const double compact_ms =
       time_ms([&] { compact_cache(keys, values, positions, stat, keep); }, o.warmup, o.iters);
-  std::printf("compact_cache        B=%lld S=%lld    %9.3f ms (%s)\n", static_cast<long long>(b),
-              static_cast<long long>(c), compact_ms,
-              compact_cache_uses_kernel(keys, values, positions, stat) ? "kernel"
-                                                                       : "ATen reference");
+  std::printf(
+      "compact_cache        B=%lld S=%lld    %9.3f ms (%s)\n", static_cast<long long>(b),
+      static_cast<long long>(c), compact_ms,
+      compact_cache_uses_kernel(keys, values, positions, stat) ? "kernel" : "ATen reference");
 }
 
 }  // namespace

@@ -15,8 +15,8 @@ struct BenchKernelsOptions {
   int64_t heads = 32;
   int64_t kv_heads = 8;
   int64_t head_dim = 128;
-  int64_t decode_batch = 8;     // sequences decoding at once
-  int64_t decode_len = 8192;    // cache slots per (sequence, KV head); lengths are in [len/2, len]
+  int64_t decode_batch = 8;   // sequences decoding at once
+  int64_t decode_len = 8192;  // cache slots per (sequence, KV head); lengths are in [len/2, len]
   int iters = 10;
   int warmup = 3;
 };

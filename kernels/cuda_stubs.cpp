@@ -8,9 +8,10 @@ namespace retain {
 namespace {
 
 [[noreturn]] void no_cuda(const char* what) {
-  throw Error(str_cat(what, ": this build has no CUDA kernels (configured with RETAIN_CUDA=OFF or "
-                            "without nvcc); rebuild with RETAIN_CUDA=ON on a machine with the CUDA "
-                            "toolkit"));
+  throw Error(str_cat(what,
+                      ": this build has no CUDA kernels (configured with RETAIN_CUDA=OFF or "
+                      "without nvcc); rebuild with RETAIN_CUDA=ON on a machine with the CUDA "
+                      "toolkit"));
 }
 
 }  // namespace

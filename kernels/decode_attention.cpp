@@ -87,8 +87,8 @@ at::Tensor compact_cache(const at::Tensor& keys, const at::Tensor& values,
                          const at::Tensor& keep) {
   check_cache("compact_cache", keys, values, positions);
   RETAIN_CHECK(stat.sizes() == positions.sizes() && keep.sizes() == positions.sizes(),
-               "compact_cache: stat and keep must be (B, Hk, S) = ", positions.sizes(),
-               ", found ", stat.sizes(), ", ", keep.sizes());
+               "compact_cache: stat and keep must be (B, Hk, S) = ", positions.sizes(), ", found ",
+               stat.sizes(), ", ", keep.sizes());
   if (compact_cache_uses_kernel(keys, values, positions, stat))
     return compact_cache_cuda(keys, values, positions, stat, keep);
   return compact_cache_reference(keys, values, positions, stat, keep);

@@ -166,8 +166,7 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_split_kernel(DecodePara
   for (int g = 0; g < kMaxG; ++g)
     if (g < group)
 #pragma unroll
-      for (int c = 0; c < kE; ++c)
-        s_acc[(entry_group * kMaxG + g) * D + lane * kE + c] = acc[g][c];
+      for (int c = 0; c < kE; ++c) s_acc[(entry_group * kMaxG + g) * D + lane * kE + c] = acc[g][c];
   __syncthreads();
 
   for (int idx = threadIdx.x; idx < group * D; idx += kDecodeThreads) {
@@ -336,9 +335,9 @@ at::Tensor decode_attention_cuda(const at::Tensor& q_in, const at::Tensor& keys,
                   values.sizes() == keys.sizes() && h % hk == 0 && group <= 16,
               "decode_attention (CUDA): keys/values must be (B, Hk, S, D) with H / Hk <= 16");
   TORCH_CHECK(d == 64 || d == 128, "decode_attention (CUDA): head dim must be 64 or 128");
-  TORCH_CHECK(keys.scalar_type() == q_in.scalar_type() &&
-                  values.scalar_type() == q_in.scalar_type(),
-              "decode_attention (CUDA): q, keys, values must share a dtype");
+  TORCH_CHECK(
+      keys.scalar_type() == q_in.scalar_type() && values.scalar_type() == q_in.scalar_type(),
+      "decode_attention (CUDA): q, keys, values must share a dtype");
   TORCH_CHECK(keys.stride(3) == 1 && keys.stride(2) == d && values.stride(3) == 1 &&
                   values.stride(2) == d && positions.stride(2) == 1 &&
                   positions.scalar_type() == at::kLong,

@@ -214,10 +214,8 @@ struct RetentionAttentionCudaFunction
     : public torch::autograd::Function<RetentionAttentionCudaFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
                             const at::Tensor& v, const at::Tensor& log_beta,
-                            const at::Tensor& positions, const at::Tensor& segments,
-                            double scale) {
-    auto result =
-        retention_attention_cuda_forward(q, k, v, log_beta, positions, segments, scale);
+                            const at::Tensor& positions, const at::Tensor& segments, double scale) {
+    auto result = retention_attention_cuda_forward(q, k, v, log_beta, positions, segments, scale);
     ctx->save_for_backward({q, k, v, log_beta, positions, segments, result[0], result[1]});
     ctx->saved_data["scale"] = scale;
     return result[0];

@@ -292,8 +292,7 @@ struct BwdLayout {
   static size_t bytes() {
     return 4 * smem_bytes(R * Tile::kLdT, sizeof(T)) +
            2 * smem_bytes(R * Tile::kLdO, sizeof(float)) +
-           2 * smem_bytes(R * Tile::kLdS, sizeof(float)) +
-           smem_bytes(R * Tile::kLdP, sizeof(T)) +
+           2 * smem_bytes(R * Tile::kLdS, sizeof(float)) + smem_bytes(R * Tile::kLdP, sizeof(T)) +
            (kScratchAliases ? 0 : smem_bytes(R * Tile::kLdO, sizeof(float))) +
            3 * smem_bytes(R, sizeof(int64_t)) + smem_bytes(R, sizeof(float));
   }
@@ -317,7 +316,7 @@ __global__ void __launch_bounds__(kBwdThreads) retention_backward_kernel(AttnPar
   T* s_do = cur.take<T>(R * Tile::kLdT);
   float* s_dk = cur.take<float>(R * Tile::kLdO);
   float* s_dv = cur.take<float>(R * Tile::kLdO);
-  float* s_s = cur.take<float>(R * Tile::kLdS);  // scores, then P (as T) in place
+  float* s_s = cur.take<float>(R * Tile::kLdS);   // scores, then P (as T) in place
   float* s_dp = cur.take<float>(R * Tile::kLdS);  // dP, then dS (fp32) in place
   T* s_p = reinterpret_cast<T*>(s_s);
   T* s_ds = cur.take<T>(R * Tile::kLdP);  // dS * scale as a tensor-core operand
@@ -366,7 +365,8 @@ __global__ void __launch_bounds__(kBwdThreads) retention_backward_kernel(AttnPar
       const int qs = qt * R;
       load_rows<T, D, R, kBwdThreads>(s_q, Tile::kLdT, q, qs, len);
       load_rows<T, D, R, kBwdThreads>(s_do, Tile::kLdT, d_out, qs, len);
-      for (int r = threadIdx.x; r < R; r += kBwdThreads) s_pos_q[r] = qs + r < len ? pos[qs + r] : 0;
+      for (int r = threadIdx.x; r < R; r += kBwdThreads)
+        s_pos_q[r] = qs + r < len ? pos[qs + r] : 0;
       const int i = qs + row;
       const bool row_valid = i < len;
       const int64_t seg_i = row_valid ? seg[i] : -1;
@@ -390,7 +390,8 @@ __global__ void __launch_bounds__(kBwdThreads) retention_backward_kernel(AttnPar
       }
       __syncthreads();  // scores read before P overwrites them
 #pragma unroll
-      for (int c = 0; c < kCols; ++c) s_p[row * Tile::kLdP + c * kLanes + lane] = from_float<T>(pr[c]);
+      for (int c = 0; c < kCols; ++c)
+        s_p[row * Tile::kLdP + c * kLanes + lane] = from_float<T>(pr[c]);
       __syncthreads();
       // dP = dO V^T and dV += P^T dO read different buffers and write different ones.
       smem_gemm<T, R, R, D, false, true, kBwdThreads>(s_do, Tile::kLdT, s_v, Tile::kLdT, s_dp,
@@ -419,8 +420,7 @@ __global__ void __launch_bounds__(kBwdThreads) retention_backward_kernel(AttnPar
       __syncthreads();
       for (int idx = threadIdx.x; idx < R * D; idx += kBwdThreads) {
         const int r = idx / D, d = idx % D;
-        if (qs + r < len)
-          atomicAdd(p.dq + (q_off + qs + r) * D + d, s_dq[r * Tile::kLdO + d]);
+        if (qs + r < len) atomicAdd(p.dq + (q_off + qs + r) * D + d, s_dq[r * Tile::kLdO + d]);
       }
       // The next tile's loads touch Q, dO and their positions only; the barrier after them
       // orders this tile's reads of the dQ staging tile before the next scores overwrite it.
@@ -534,8 +534,8 @@ void check_attention_inputs(const at::Tensor& q, const at::Tensor& k, const at::
               "retention_attention (CUDA): q, k, v must share a dtype");
   TORCH_CHECK(q.size(3) == 64 || q.size(3) == 128,
               "retention_attention (CUDA): head dim must be 64 or 128, found ", q.size(3));
-  TORCH_CHECK(log_beta.scalar_type() == at::kFloat &&
-                  positions.scalar_type() == at::kLong && segments.scalar_type() == at::kLong,
+  TORCH_CHECK(log_beta.scalar_type() == at::kFloat && positions.scalar_type() == at::kLong &&
+                  segments.scalar_type() == at::kLong,
               "retention_attention (CUDA): log_beta fp32, positions and segments int64");
   TORCH_CHECK(q.size(2) < (1LL << 30), "retention_attention (CUDA): sequence too long");
   for (const auto* t : {&q, &k, &v})
@@ -590,13 +590,10 @@ AttnParams make_params(const at::Tensor& q, const at::Tensor& k, const at::Tenso
 
 }  // namespace
 
-std::vector<at::Tensor> retention_attention_cuda_forward(const at::Tensor& q_in,
-                                                         const at::Tensor& k_in,
-                                                         const at::Tensor& v_in,
-                                                         const at::Tensor& log_beta_in,
-                                                         const at::Tensor& positions_in,
-                                                         const at::Tensor& segments_in,
-                                                         double scale) {
+std::vector<at::Tensor> retention_attention_cuda_forward(
+    const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
+    const at::Tensor& log_beta_in, const at::Tensor& positions_in, const at::Tensor& segments_in,
+    double scale) {
   auto q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
   auto log_beta = log_beta_in.contiguous();
   auto positions = positions_in.contiguous(), segments = segments_in.contiguous();
@@ -678,8 +675,7 @@ at::Tensor retention_sum_cuda_forward(const at::Tensor& log_beta_in, const at::T
   auto log_beta = log_beta_in.contiguous();
   auto positions = positions_in.contiguous(), segments = segments_in.contiguous();
   TORCH_CHECK(log_beta.is_cuda() && log_beta.scalar_type() == at::kFloat &&
-                  positions.device() == log_beta.device() &&
-                  segments.device() == log_beta.device(),
+                  positions.device() == log_beta.device() && segments.device() == log_beta.device(),
               "retention_sum (CUDA): log_beta fp32 and positions, segments on its device");
   const c10::cuda::CUDAGuard guard(log_beta.device());
   auto out = at::empty_like(log_beta);

@@ -21,9 +21,9 @@
 namespace retain {
 namespace {
 
-#define RETAIN_SKIP_WITHOUT_CUDA()                                                    \
-  do {                                                                                \
-    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";               \
+#define RETAIN_SKIP_WITHOUT_CUDA()                                                  \
+  do {                                                                              \
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";             \
     if (!cuda_sources_compiled()) GTEST_SKIP() << "built without the CUDA kernels"; \
   } while (false)
 
@@ -202,16 +202,16 @@ TEST(DecodeAttentionKernel, MatchesReference_CUDA) {
           auto c = make_decode_case(g, d, slots, dtype, g * 1000 + d + slots);
           const double scale = 1.0 / std::sqrt(static_cast<double>(d));
           ASSERT_TRUE(decode_attention_uses_kernel(c.q, c.keys, c.values, c.positions));
-          auto got = decode_attention(c.q, c.keys, c.values, c.positions, c.lengths,
-                                      c.q_positions, scale);
+          auto got =
+              decode_attention(c.q, c.keys, c.values, c.positions, c.lengths, c.q_positions, scale);
           auto want = decode_attention_reference(c.q.to(at::kFloat), c.keys.to(at::kFloat),
                                                  c.values.to(at::kFloat), c.positions, c.lengths,
                                                  c.q_positions, scale);
           EXPECT_EQ(got.scalar_type(), dtype);
           // fp32: summation order only; bf16/fp16: the output's own rounding.
           const double tol = dtype == at::kFloat ? 1e-5 : (dtype == at::kHalf ? 2e-3 : 1e-2);
-          EXPECT_LE(rel_error(got, want), tol) << "G=" << g << " D=" << d << " S=" << slots
-                                               << " " << c10::toString(dtype);
+          EXPECT_LE(rel_error(got, want), tol)
+              << "G=" << g << " D=" << d << " S=" << slots << " " << c10::toString(dtype);
           // The empty head (0, 1) and the fully masked head (2, 0) give zeros.
           EXPECT_EQ(got[0].narrow(0, g, g).abs().max().item<double>(), 0.0);
           EXPECT_EQ(got[2].narrow(0, 0, g).abs().max().item<double>(), 0.0);
@@ -257,9 +257,9 @@ TEST(KernelDispatch, CpuTensorsUseTheReferences) {
   auto lb = -0.2 * at::rand({2, 2, 21});
   EXPECT_FALSE(retention_attention_uses_kernel(q, k, lb));
   EXPECT_FALSE(retention_sum_uses_kernel(lb));
-  EXPECT_TRUE(at::equal(retention_attention(q, k, v, lb, packed.positions, packed.segments),
-                        retention_attention_reference(q, k, v, lb, packed.positions,
-                                                      packed.segments)));
+  EXPECT_TRUE(
+      at::equal(retention_attention(q, k, v, lb, packed.positions, packed.segments),
+                retention_attention_reference(q, k, v, lb, packed.positions, packed.segments)));
   EXPECT_TRUE(at::equal(retention_sum(lb, packed.positions, packed.segments),
                         retention_sum_reference(lb, packed.positions, packed.segments)));
   auto positions = at::arange(21, at::kLong).expand({2, 2, 21}).contiguous();
@@ -309,8 +309,7 @@ TEST(KernelDispatch, CompactReferenceKeepsOrder) {
   EXPECT_EQ(length.item<int64_t>(), 3);
   EXPECT_TRUE(at::equal(positions.view({6}), at::tensor({1, 2, 4, -1, -1, -1}, at::kLong)));
   EXPECT_TRUE(at::equal(keys.select(3, 0).view({6}), at::tensor({1, 2, 4, 0, 3, 5}, at::kFloat)));
-  EXPECT_TRUE(
-      at::equal(stat.view({6}), at::tensor({101, 102, 104, 100, 103, 105}, at::kFloat)));
+  EXPECT_TRUE(at::equal(stat.view({6}), at::tensor({101, 102, 104, 100, 103, 105}, at::kFloat)));
 }
 
 }  // namespace
