@@ -20,6 +20,7 @@
 #include "eval/longbench_v2_eval.h"
 #include "eval/score_command.h"
 #include "eval/synthetic_eval.h"
+#include "kernels/bench_kernels.h"
 #include "kernels/device_info.h"
 #include "model/init_model.h"
 #include "trainer/launch.h"
@@ -397,6 +398,11 @@ int main(int argc, char** argv) {
   bench_tok_cmd->add_option("--model", bench_tok.model_dir, "model directory")->required();
   bench_tok_cmd->add_option("--file", bench_tok.file, "UTF-8 text file")->required();
   bench_tok_cmd->add_option("--repeat", bench_tok.repeat)->capture_default_str();
+  retain::BenchKernelsOptions bench_kern;
+  auto* bench_kern_cmd = bench_cmd->add_subcommand("kernels", "CUDA kernels vs SDPA / bandwidth");
+  bench_kern_cmd->add_option("--seq", bench_kern.seqs, "attention lengths")->capture_default_str();
+  bench_kern_cmd->add_option("--decode-len", bench_kern.decode_len)->capture_default_str();
+  bench_kern_cmd->add_option("--iters", bench_kern.iters)->capture_default_str();
 
   retain::PrepOptions prep;
   auto* prep_cmd = app.add_subcommand("prep", "tokenize text into HDF5 token shards");
@@ -518,6 +524,7 @@ int main(int argc, char** argv) {
     }
     if (tok_cmd->parsed()) return retain::run_tokenize_command(tok);
     if (bench_tok_cmd->parsed()) return retain::run_bench_tokenize_command(bench_tok);
+    if (bench_kern_cmd->parsed()) return retain::run_bench_kernels_command(bench_kern);
     if (env_cmd->parsed()) return run_env();
     if (prep_cmd->parsed()) {
       retain::run_prep(prep);

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "kernels/decode_attention.h"
 
 namespace retain {
 
@@ -203,19 +204,20 @@ at::Tensor BudgetedKvCache::scores(int64_t layer) const {
 }
 
 void BudgetedKvCache::compact(Layer& l, const at::Tensor& keep) {
-  const int64_t s = keep.size(2), d = l.keys.size(3);
-  auto slot = at::arange(s, l.length.options()).expand_as(keep);
-  // Kept entries first, in their insertion order; the rest after them.
-  auto order =
-      at::argsort(at::where(keep, slot, slot + s), /*dim=*/int64_t{-1}, /*descending=*/false);
-  auto gather4 = order.unsqueeze(-1).expand({order.size(0), order.size(1), s, d});
-  l.keys.narrow(2, 0, s).copy_(l.keys.narrow(2, 0, s).gather(2, gather4));
-  l.values.narrow(2, 0, s).copy_(l.values.narrow(2, 0, s).gather(2, gather4));
-  l.stat.narrow(2, 0, s).copy_(l.stat.narrow(2, 0, s).gather(2, order));
-  l.positions.narrow(2, 0, s).copy_(l.positions.narrow(2, 0, s).gather(2, order));
-  l.length = keep.sum(-1);
-  auto live = at::arange(s, l.length.options()).view({1, 1, s}) < l.length.unsqueeze(-1);
-  l.positions.narrow(2, 0, s).masked_fill_(live.logical_not(), -1);
+  // Kept entries first, in their insertion order; the rest after them, emptied (position -1).
+  const int64_t s = keep.size(2);
+  l.length = compact_cache(l.keys.narrow(2, 0, s), l.values.narrow(2, 0, s),
+                           l.positions.narrow(2, 0, s), l.stat.narrow(2, 0, s), keep);
+}
+
+at::Tensor BudgetedKvCache::attend(int64_t layer, const at::Tensor& q,
+                                   const at::Tensor& q_positions, const KvEntries& entries,
+                                   double scale, int64_t window) const {
+  if (q.size(2) == 1 && window == 0 &&
+      decode_attention_uses_kernel(q, entries.keys, entries.values, entries.positions))
+    return decode_attention(q, entries.keys, entries.values, entries.positions,
+                            layers_.at(layer).length, q_positions, scale);
+  return KvCache::attend(layer, q, q_positions, entries, scale, window);
 }
 
 void BudgetedKvCache::evict_per_head() {

@@ -33,6 +33,10 @@ class BudgetedKvCache : public KvCache {
   void observe(const LayerTensors& tensors) override;
   KvEntries append(int64_t layer, const at::Tensor& keys, const at::Tensor& values,
                    const at::Tensor& positions) override;
+  // One decoded token per sequence on CUDA: the decode kernel over each head's live length
+  // (kernels/decode_attention.h); anything else: the model's attention over the entries.
+  at::Tensor attend(int64_t layer, const at::Tensor& q, const at::Tensor& q_positions,
+                    const KvEntries& entries, double scale, int64_t window) const override;
   void end_step() override;
   int64_t live_bytes() const override;
   std::unique_ptr<KvCache> clone() const override;

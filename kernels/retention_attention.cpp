@@ -6,6 +6,8 @@
 #include <limits>
 
 #include "core/error.h"
+#include "kernels/device_info.h"
+#include "kernels/retention_cuda.h"
 
 namespace retain {
 
@@ -207,6 +209,43 @@ struct RetentionSumFunction : public torch::autograd::Function<RetentionSumFunct
   }
 };
 
+// The fused CUDA kernels behind the same autograd contract as the references.
+struct RetentionAttentionCudaFunction
+    : public torch::autograd::Function<RetentionAttentionCudaFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
+                            const at::Tensor& v, const at::Tensor& log_beta,
+                            const at::Tensor& positions, const at::Tensor& segments, double scale) {
+    auto result = retention_attention_cuda_forward(q, k, v, log_beta, positions, segments, scale);
+    ctx->save_for_backward({q, k, v, log_beta, positions, segments, result[0], result[1]});
+    ctx->saved_data["scale"] = scale;
+    return result[0];
+  }
+
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    auto s = ctx->get_saved_variables();
+    auto g = retention_attention_cuda_backward(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7],
+                                               grads[0], ctx->saved_data["scale"].toDouble());
+    return {g[0], g[1], g[2], g[3], at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+struct RetentionSumCudaFunction : public torch::autograd::Function<RetentionSumCudaFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& log_beta,
+                            const at::Tensor& positions, const at::Tensor& segments) {
+    ctx->save_for_backward({log_beta, positions, segments});
+    return retention_sum_cuda_forward(log_beta, positions, segments);
+  }
+
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    auto s = ctx->get_saved_variables();
+    return {retention_sum_cuda_backward(s[0], s[1], s[2], grads[0]), at::Tensor(), at::Tensor()};
+  }
+};
+
+bool kernel_dtype(at::ScalarType t) {
+  return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf;
+}
+
 void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                   const at::Tensor& log_beta, const at::Tensor& positions,
                   const at::Tensor& segments) {
@@ -228,10 +267,31 @@ void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
 
 }  // namespace
 
+bool retention_attention_uses_kernel(const at::Tensor& q, const at::Tensor& k,
+                                     const at::Tensor& log_beta) {
+  return q.is_cuda() && cuda_sources_compiled() && kernel_dtype(q.scalar_type()) &&
+         k.scalar_type() == q.scalar_type() && (q.size(-1) == 64 || q.size(-1) == 128) &&
+         log_beta.scalar_type() == at::kFloat;
+}
+
 at::Tensor retention_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                const at::Tensor& log_beta, const at::Tensor& positions,
                                const at::Tensor& segments,
                                const RetentionAttentionOptions& options) {
+  if (!retention_attention_uses_kernel(q, k, log_beta) || v.scalar_type() != q.scalar_type())
+    return retention_attention_reference(q, k, v, log_beta, positions, segments, options);
+  check_inputs(q, k, v, log_beta, positions, segments);
+  const double scale =
+      options.scale > 0 ? options.scale : 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+  return RetentionAttentionCudaFunction::apply(
+      q.contiguous(), k.contiguous(), v.contiguous(), log_beta.contiguous(),
+      positions.to(at::kLong).contiguous(), segments.to(at::kLong).contiguous(), scale);
+}
+
+at::Tensor retention_attention_reference(const at::Tensor& q, const at::Tensor& k,
+                                         const at::Tensor& v, const at::Tensor& log_beta,
+                                         const at::Tensor& positions, const at::Tensor& segments,
+                                         const RetentionAttentionOptions& options) {
   check_inputs(q, k, v, log_beta, positions, segments);
   RETAIN_CHECK(options.block_q > 0 && options.block_k > 0,
                "retention_attention: block sizes must be positive");
@@ -242,8 +302,26 @@ at::Tensor retention_attention(const at::Tensor& q, const at::Tensor& k, const a
       positions.to(at::kLong), segments.to(at::kLong), scale, options.block_q, options.block_k);
 }
 
+bool retention_sum_uses_kernel(const at::Tensor& log_beta) {
+  return log_beta.is_cuda() && cuda_sources_compiled() && log_beta.scalar_type() == at::kFloat;
+}
+
 at::Tensor retention_sum(const at::Tensor& log_beta, const at::Tensor& positions,
                          const at::Tensor& segments, int64_t block) {
+  if (!retention_sum_uses_kernel(log_beta))
+    return retention_sum_reference(log_beta, positions, segments, block);
+  RETAIN_CHECK(log_beta.dim() == 3 && positions.dim() == 2 &&
+                   log_beta.size(0) == positions.size(0) && log_beta.size(2) == positions.size(1) &&
+                   segments.sizes() == positions.sizes(),
+               "retention_sum: expected log_beta (B, Hk, T) and positions, segments (B, T), found ",
+               log_beta.sizes(), ", ", positions.sizes(), ", ", segments.sizes());
+  return RetentionSumCudaFunction::apply(log_beta.contiguous(),
+                                         positions.to(at::kLong).contiguous(),
+                                         segments.to(at::kLong).contiguous());
+}
+
+at::Tensor retention_sum_reference(const at::Tensor& log_beta, const at::Tensor& positions,
+                                   const at::Tensor& segments, int64_t block) {
   RETAIN_CHECK(log_beta.dim() == 3 && positions.dim() == 2 &&
                    log_beta.size(0) == positions.size(0) && log_beta.size(2) == positions.size(1) &&
                    segments.sizes() == positions.sizes(),

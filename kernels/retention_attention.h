@@ -3,9 +3,11 @@
 // so key j's weight decays as beta_j^(i - j). Causal, GQA (query head h uses KV head h / G),
 // packed documents (segment ids; -1 marks padding), gradients for q, k, v and log_beta.
 //
-// This is the exact ATen reference: flash-style blocks with an online softmax, O(T) memory (no
-// T x T tensor beyond one block), and recomputation in the backward pass. It runs on CPU and
-// CUDA; a fused CUDA kernel replaces it later behind the same function.
+// retention_attention / retention_sum run the fused CUDA kernels (retention_attention.cu) when
+// the inputs are on a GPU and the kernels support them (fp32/bf16/fp16, head dim 64 or 128, fp32
+// log beta, CUDA sources compiled); otherwise the exact ATen references below: flash-style blocks
+// with an online softmax, O(T) memory (no T x T tensor beyond one block), and recomputation in
+// the backward pass. The references run on CPU and CUDA and stay callable for the tests.
 //
 // Shapes: B batch, H query heads, Hk KV heads, G = H / Hk, T tokens, D head dim.
 #pragma once
@@ -30,11 +32,26 @@ at::Tensor retention_attention(const at::Tensor& q, const at::Tensor& k, const a
                                const at::Tensor& segments,
                                const RetentionAttentionOptions& options = {});
 
+// The ATen reference, whatever the device.
+at::Tensor retention_attention_reference(const at::Tensor& q, const at::Tensor& k,
+                                         const at::Tensor& v, const at::Tensor& log_beta,
+                                         const at::Tensor& positions, const at::Tensor& segments,
+                                         const RetentionAttentionOptions& options = {});
+
+// Whether retention_attention runs the CUDA kernel on these inputs.
+bool retention_attention_uses_kernel(const at::Tensor& q, const at::Tensor& k,
+                                     const at::Tensor& log_beta);
+
 // The expected number of live cache entries of each (KV head, token):
 //   S_t = sum over i <= t in t's document of beta_i^(pos_t - pos_i) = sum exp((pos_t - pos_i)
 //   log_beta_i).
 // log_beta: (B, Hk, T) fp32 -> (B, Hk, T) fp32, differentiable in log_beta. Blockwise, O(T) memory.
 at::Tensor retention_sum(const at::Tensor& log_beta, const at::Tensor& positions,
                          const at::Tensor& segments, int64_t block = 256);
+
+// The ATen reference of retention_sum, whatever the device; and whether the kernel would run.
+at::Tensor retention_sum_reference(const at::Tensor& log_beta, const at::Tensor& positions,
+                                   const at::Tensor& segments, int64_t block = 256);
+bool retention_sum_uses_kernel(const at::Tensor& log_beta);
 
 }  // namespace retain

@@ -157,8 +157,10 @@ at::Tensor Decoder::run_layer(int64_t l, const at::Tensor& x, const at::Tensor& 
     if (context.cache != nullptr) context.cache->observe({l, h, q, k, v, positions});
     KvEntries entries = context.cache != nullptr ? context.cache->append(l, k, v, positions)
                                                  : KvEntries{k, v, positions.unsqueeze(1)};
-    a = attention(q, entries.keys, entries.values, positions, entries.positions, scale,
-                  c.sliding_window[l]);
+    a = context.cache != nullptr
+            ? context.cache->attend(l, q, positions, entries, scale, c.sliding_window[l])
+            : attention(q, entries.keys, entries.values, positions, entries.positions, scale,
+                        c.sliding_window[l]);
   }
   a = a.transpose(1, 2).reshape({b, t, c.num_heads * c.head_dim});
   auto out = x + at::linear(a, layer.o_w, layer.o_b);

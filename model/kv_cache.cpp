@@ -1,6 +1,7 @@
 #include "model/kv_cache.h"
 
 #include "core/error.h"
+#include "model/attention.h"
 
 namespace retain {
 
@@ -16,6 +17,11 @@ at::Tensor grow(const at::Tensor& buffer, int64_t length, int64_t capacity, int6
 }
 
 }  // namespace
+
+at::Tensor KvCache::attend(int64_t /*layer*/, const at::Tensor& q, const at::Tensor& q_positions,
+                           const KvEntries& entries, double scale, int64_t window) const {
+  return attention(q, entries.keys, entries.values, q_positions, entries.positions, scale, window);
+}
 
 KvEntries FullKvCache::append(int64_t layer, const at::Tensor& keys, const at::Tensor& values,
                               const at::Tensor& positions) {

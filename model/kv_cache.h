@@ -38,6 +38,12 @@ class KvCache {
   virtual KvEntries append(int64_t layer, const at::Tensor& keys, const at::Tensor& values,
                            const at::Tensor& positions) = 0;
 
+  // The attention of this step's queries q (B, H, T, D) at q_positions (B, T) over `entries`, what
+  // append() returned. The default is model/attention.h; a cache may route it to a kernel that
+  // reads its own layout (the budgeted cache's decode over per-head lengths on CUDA).
+  virtual at::Tensor attend(int64_t layer, const at::Tensor& q, const at::Tensor& q_positions,
+                            const KvEntries& entries, double scale, int64_t window) const;
+
   // Called by the model once every layer has run a step: where eviction policies act.
   virtual void end_step() {}
 

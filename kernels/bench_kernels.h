@@ -1,0 +1,27 @@
+// `retain bench kernels`: times the CUDA kernels on the shapes they are tuned for and sets them
+// next to what bounds them: retention attention vs at::scaled_dot_product_attention's flash
+// backend (causal, no bias) on the same shapes, decode attention vs the time to read its bytes at
+// the device's measured copy bandwidth. Needs a GPU; says so and fails without one.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace retain {
+
+struct BenchKernelsOptions {
+  std::vector<int64_t> seqs = {4096, 16384};  // attention lengths T
+  int64_t batch = 1;
+  int64_t heads = 32;
+  int64_t kv_heads = 8;
+  int64_t head_dim = 128;
+  int64_t decode_batch = 8;   // sequences decoding at once
+  int64_t decode_len = 8192;  // cache slots per (sequence, KV head); lengths are in [len/2, len]
+  int iters = 10;
+  int warmup = 3;
+};
+
+// Prints one table; returns 0. Throws when there is no CUDA device.
+int run_bench_kernels_command(const BenchKernelsOptions& options);
+
+}  // namespace retain
