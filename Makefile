@@ -32,9 +32,10 @@ DEMO ?= runs/demo
 DEMO_RECIPES ?= recipes/demo
 RETAIN ?= $(BUILD)/retain
 SYNTH_FLAGS ?=
+SYNTH_LONG_FLAGS ?=
 INIT_FLAGS ?=
-PREP_FLAGS ?=
 BASE_FLAGS ?=
+BASE_LONG_FLAGS ?=
 GATES_FLAGS ?=
 EVAL_FLAGS ?=
 
@@ -48,22 +49,34 @@ demo-steps: $(DEMO)/trimkv.safetensors $(DEMO)/dbtrimkv.safetensors
 $(DEMO)/data/synth.json:
 	$(RETAIN) synth --config $(DEMO_RECIPES)/data.yaml --out $(DEMO)/data $(SYNTH_FLAGS)
 
+$(DEMO)/data-long/synth.json:
+	$(RETAIN) synth --config $(DEMO_RECIPES)/data-long.yaml --out $(DEMO)/data-long $(SYNTH_LONG_FLAGS)
+
 $(DEMO)/init/config.json: $(DEMO)/data/synth.json
 	$(RETAIN) init-model --config $(DEMO_RECIPES)/model.yaml \
 	  --tokenizer $(DEMO)/data/tokenizer.model --out $(DEMO)/init $(INIT_FLAGS)
 
 $(DEMO)/shards/prep.json: $(DEMO)/init/config.json
 	$(RETAIN) prep --config $(DEMO_RECIPES)/prep.yaml --tokenizer $(DEMO)/init \
-	  --input $(DEMO)/data/train.jsonl --out $(DEMO)/shards $(PREP_FLAGS)
+	  --input $(DEMO)/data/train.jsonl --out $(DEMO)/shards
 
-$(DEMO)/model/config.json: $(DEMO)/shards/prep.json
+$(DEMO)/shards-long/prep.json: $(DEMO)/init/config.json $(DEMO)/data-long/synth.json
+	$(RETAIN) prep --config $(DEMO_RECIPES)/prep.yaml --tokenizer $(DEMO)/init \
+	  --input $(DEMO)/data-long/train.jsonl --out $(DEMO)/shards-long
+
+$(DEMO)/model-short/config.json: $(DEMO)/shards/prep.json
 	$(RETAIN) train $(DEMO_RECIPES)/base.yaml run.dir=$(DEMO)/base-run \
 	  model.path=$(DEMO)/init data.shards=$(DEMO)/shards $(BASE_FLAGS)
-	$(RETAIN) export $(DEMO)/base-run --out $(DEMO)/model
+	$(RETAIN) export $(DEMO)/base-run --out $(DEMO)/model-short
+
+$(DEMO)/model/config.json: $(DEMO)/model-short/config.json $(DEMO)/shards-long/prep.json
+	$(RETAIN) train $(DEMO_RECIPES)/base-long.yaml run.dir=$(DEMO)/base-long-run \
+	  model.path=$(DEMO)/model-short data.shards=$(DEMO)/shards-long $(BASE_LONG_FLAGS)
+	$(RETAIN) export $(DEMO)/base-long-run --out $(DEMO)/model
 
 $(DEMO)/%.safetensors: $(DEMO)/model/config.json
 	$(RETAIN) train $(DEMO_RECIPES)/$*.yaml run.dir=$(DEMO)/$*-run \
-	  model.path=$(DEMO)/model data.shards=$(DEMO)/shards $(GATES_FLAGS)
+	  model.path=$(DEMO)/model data.shards=$(DEMO)/shards-long $(GATES_FLAGS)
 	$(RETAIN) export $(DEMO)/$*-run --out $@
 
 format:

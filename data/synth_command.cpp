@@ -65,7 +65,7 @@ int run_synth(const SynthOptions& o) {
     RETAIN_CHECK(part.count > 0 && part.words_min > 0 && part.words_max >= part.words_min,
                  "synth: a training part needs a positive --train-count and a --train-words "
                  "range MIN <= MAX");
-  RETAIN_CHECK(o.heldout_count > 0, "synth: --heldout-count must be positive");
+  RETAIN_CHECK(o.heldout_count >= 0, "synth: --heldout-count must be >= 0 (0: no held-out file)");
   RETAIN_CHECK(o.vocab_size == 0 || o.vocab_size >= 64, "synth: --vocab-size ", o.vocab_size,
                " is too small (at least 64, or 0 for no tokenizer)");
   check_tasks(o.train_tasks, "--train-tasks");
@@ -129,7 +129,7 @@ int run_synth(const SynthOptions& o) {
       RETAIN_CHECK(train.good(), (tmp / "train.jsonl").string(), ": write failed");
     }
     int64_t heldout_examples = 0;
-    {
+    if (o.heldout_count > 0) {
       std::ofstream heldout(tmp / "heldout.jsonl");
       for (const auto& task : o.heldout_tasks)
         for (const auto& ex :

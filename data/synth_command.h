@@ -3,7 +3,8 @@
 //   OUT/train.jsonl     {"text", "id", "task", "answer_spans"} training documents (context + every
 //                       question and answer); answer_spans are the byte ranges `retain prep
 //                       --label-spans answer_spans` turns into answer-only labels
-//   OUT/heldout.jsonl   held-out tasks for `retain eval synthetic --data` (another seed)
+//   OUT/heldout.jsonl   held-out tasks for `retain eval synthetic --data` (another seed; none
+//                       with --heldout-count 0)
 //   OUT/tokenizer.model a SentencePiece BPE tokenizer trained on the training text (--vocab-size)
 //   OUT/synth.json      what was asked and what came out (counts, words, the task spec)
 // Everything is written to OUT.tmp and renamed at the end: OUT exists only when complete.
@@ -36,7 +37,7 @@ struct SynthOptions {
   // mixes plain copying with real retrieval, which a model from scratch learns far sooner.
   int64_t train_multi_facts_min = 0, train_multi_facts_max = 0;
   std::vector<std::string> heldout_tasks = {"kv", "vars", "needle", "multi"};
-  int64_t heldout_count = 20;  // examples per task
+  int64_t heldout_count = 20;  // examples per task (0: no held-out file)
   int64_t heldout_words = 600;
   int64_t vocab_size = 0;  // 0: no tokenizer
   bool force = false;      // replace an existing OUT

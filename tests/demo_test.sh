@@ -7,14 +7,17 @@ set -euo pipefail
 src="$1"; retain="$2"; work="$3"
 rm -rf "$work" && mkdir -p "$work"
 demo=(make --no-print-directory -C "$src" demo-steps DEMO="$work" RETAIN="$retain"
-  SYNTH_FLAGS="--train-count 600 --train-words 10:120 --heldout-count 6 --heldout-words 150"
-  BASE_FLAGS="train.steps=300 data.seq_len=256 train.batch_size=16 checkpoint.every=100"
+  SYNTH_FLAGS="--train-count 3000 --heldout-count 6 --heldout-words 60"
+  SYNTH_LONG_FLAGS="--train-count 30 --train-words 40:120"
+  BASE_FLAGS="train.steps=500 checkpoint.every=250"
+  BASE_LONG_FLAGS="train.steps=20 data.seq_len=256 checkpoint.every=20"
   GATES_FLAGS="train.steps=12 data.seq_len=256 loss.memory=8 checkpoint.every=12"
-  EVAL_FLAGS="--budget 0.1,0.3")
+  EVAL_FLAGS="--budget 0.2,0.5")
 "${demo[@]}" > "$work/demo.log" 2>&1 || { tail -30 "$work/demo.log"; exit 1; }
-for f in data/train.jsonl data/heldout.jsonl data/tokenizer.model data/synth.json init/config.json \
-  shards/prep.json model/model.safetensors trimkv.safetensors dbtrimkv.safetensors scores.json \
-  scores.csv plot.png predictions.jsonl config.yaml; do
+for f in data/train.jsonl data/heldout.jsonl data/tokenizer.model data/synth.json \
+  data-long/train.jsonl init/config.json shards/prep.json shards-long/prep.json \
+  model-short/model.safetensors model/model.safetensors trimkv.safetensors dbtrimkv.safetensors \
+  scores.json scores.csv plot.png predictions.jsonl config.yaml; do
   [ -s "$work/$f" ] || { echo "FAIL missing $f"; exit 1; }
 done
 echo "ok   every artefact is there"
