@@ -128,7 +128,7 @@ train-tasks: [needle, multi]
 train-multi-facts: 1:4
 heldout-count: 2
 heldout-words: 40
-vocab-size: 300
+vocab-size: 400
 YAML
 check synth "$retain" synth --config "$work/synth.yaml" --heldout-count 3 --out "$syn"
 for f in train.jsonl heldout.jsonl tokenizer.model synth.json; do
@@ -153,7 +153,7 @@ check init-model-tokenizer "$retain" init-model --arch llama --preset tiny --tok
 python3 - "$synmodel" "$syn" <<'PY' || failures=$((failures + 1))
 import json, sys
 cfg = json.load(open(f"{sys.argv[1]}/config.json"))
-assert cfg["vocab_size"] <= 300 and cfg["bos_token_id"] == 1 and cfg["eos_token_id"] == 2, cfg
+assert cfg["vocab_size"] <= 400 and cfg["bos_token_id"] == 1 and cfg["eos_token_id"] == 2, cfg
 print(f"ok   init-model --tokenizer: vocab_size {cfg['vocab_size']} from the tokenizer")
 PY
 check prep-label-spans "$retain" prep --tokenizer "$synmodel" --format jsonl --label-spans answer_spans --input "$syn/train.jsonl" --out "$work/synshards"
@@ -167,8 +167,9 @@ check eval-synthetic-data "$retain" eval synthetic --model "$synmodel" --data "$
 head -2 "$syn/heldout.jsonl" > "$work/broken.jsonl" && echo '{"id": "x", "task": "kv"}' >> "$work/broken.jsonl"
 check_error eval-synthetic-bad-line "broken.jsonl:3: expected a string field 'context'" \
   "$retain" eval synthetic --model "$synmodel" --data "$work/broken.jsonl" --out "$work/synev2"
+grep '"task":"needle"' "$syn/heldout.jsonl" > "$work/needles.jsonl"
 check_error eval-synthetic-missing-task "has no example of task 'vars'" \
-  "$retain" eval synthetic --model "$synmodel" --data "$work/broken.jsonl" --tasks vars --out "$work/synev2"
+  "$retain" eval synthetic --model "$synmodel" --data "$work/needles.jsonl" --tasks vars --out "$work/synev2"
 check_error policy-gates-wrong-policy "gates applies to trimkv and dbtrimkv" \
   "$retain" eval synthetic --model "$synmodel" --data "$syn/heldout.jsonl" --policy h2o:gates=g.safetensors --budget 4 --out "$work/synev3"
 check_error policy-gates-missing-file "nope.safetensors" \

@@ -7,9 +7,9 @@ set -euo pipefail
 src="$1"; retain="$2"; work="$3"
 rm -rf "$work" && mkdir -p "$work"
 demo=(make --no-print-directory -C "$src" demo-steps DEMO="$work" RETAIN="$retain"
-  SYNTH_FLAGS="--train-count 3000 --heldout-count 6 --heldout-words 60"
+  SYNTH_FLAGS="--heldout-count 6 --heldout-words 60"
   SYNTH_LONG_FLAGS="--train-count 30 --train-words 40:120"
-  BASE_FLAGS="train.steps=500 checkpoint.every=250"
+  BASE_FLAGS="train.steps=600 optim.min_lr=6.0e-3 checkpoint.every=300"
   BASE_LONG_FLAGS="train.steps=20 data.seq_len=256 checkpoint.every=20"
   GATES_FLAGS="train.steps=12 data.seq_len=256 loss.memory=8 checkpoint.every=12"
   EVAL_FLAGS="--budget 0.2,0.5")
