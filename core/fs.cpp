@@ -33,6 +33,22 @@ void write_file_atomic(const fs::path& path, const std::function<void(const fs::
   }
 }
 
+void write_dir_atomic(const fs::path& dir, const std::function<void(const fs::path&)>& write) {
+  fs::path tmp = dir;
+  tmp += ".tmp";
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  try {
+    write(tmp);
+    if (fs::exists(dir)) fs::remove_all(dir);
+    fs::rename(tmp, dir);
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove_all(tmp, ignored);
+    throw;
+  }
+}
+
 void write_text_file_atomic(const fs::path& path, const std::string& content) {
   write_file_atomic(path, [&](const fs::path& tmp) {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);

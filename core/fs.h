@@ -18,4 +18,9 @@ void write_file_atomic(const fs::path& path, const std::function<void(const fs::
 
 void write_text_file_atomic(const fs::path& path, const std::string& content);
 
+// The same for a directory: write(tmp_dir) fills DIR.tmp (created empty), which then replaces
+// `dir` (an existing `dir` is removed first: callers decide whether replacing is allowed). On any
+// exception DIR.tmp is removed and `dir` is left as it was.
+void write_dir_atomic(const fs::path& dir, const std::function<void(const fs::path&)>& write);
+
 }  // namespace retain

@@ -82,11 +82,7 @@ int run_synth(const SynthOptions& o) {
     train_spec.multi_facts_max = o.train_multi_facts_max;
   }
   train_spec.validate("synth --train-multi-facts");
-  fs::path tmp = out;
-  tmp += ".tmp";
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  try {
+  write_dir_atomic(out, [&](const fs::path& tmp) {
     Json summary = {
         {"seed", o.seed},
         {"heldout_seed", o.heldout_seed},
@@ -158,13 +154,7 @@ int run_synth(const SynthOptions& o) {
       log_info("synth: SentencePiece tokenizer trained on ", sentences.size(), " sentences");
     }
     write_json_file_atomic(tmp / "synth.json", summary);
-    if (fs::exists(out)) fs::remove_all(out);
-    fs::rename(tmp, out);
-  } catch (...) {
-    std::error_code ignored;
-    fs::remove_all(tmp, ignored);
-    throw;
-  }
+  });
   log_info("synth: wrote ", out.string());
   return 0;
 }

@@ -204,11 +204,7 @@ void init_model(const InitModelOptions& options) {
   at::ScalarType dtype =
       parse_dtype_name(config["torch_dtype"].get<std::string>(), "init-model --dtype");
 
-  fs::path tmp = out;
-  tmp += ".tmp";
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  try {
+  write_dir_atomic(out, [&](const fs::path& tmp) {
     if (tokenizer) {
       fs::copy_file(options.tokenizer, tmp / "tokenizer.model");
     } else if (is_small_preset(options.preset)) {
@@ -245,13 +241,7 @@ void init_model(const InitModelOptions& options) {
     log_info("init-model: ", options.preset, " ", parsed.model_type, ", ", total / 1e6,
              "M parameters, ", c10::toString(dtype), " -> ", out.string());
     writer.write(tmp / "model.safetensors");
-    if (fs::exists(out)) fs::remove_all(out);
-    fs::rename(tmp, out);
-  } catch (...) {
-    std::error_code ignored;
-    fs::remove_all(tmp, ignored);
-    throw;
-  }
+  });
 }
 
 }  // namespace retain
