@@ -126,7 +126,8 @@ std::vector<std::string> expand_config_files(CLI::App& app, int argc, char** arg
     auto lookup = [&](const std::string& name) -> std::optional<retain::ConfigFlag> {
       const CLI::Option* opt = current->get_option_no_throw("--" + name);
       if (opt == nullptr || name == "help") return std::nullopt;
-      return retain::ConfigFlag{opt->get_items_expected_max() == 0, opt->get_items_expected_max() > 1};
+      return retain::ConfigFlag{opt->get_items_expected_max() == 0,
+                                opt->get_items_expected_max() > 1};
     };
     for (auto& a : retain::config_file_args(path, lookup, names)) out.push_back(std::move(a));
   }
