@@ -181,9 +181,7 @@ int run_dialogue_eval(const DialogueOptions& o) {
   bar.finish();
   write_scores(out, "dialogue", rows);
   write_score_plot(out / "plot.png", rows, "f1", "dialogue: F1 vs budget");
-  for (const auto& r : rows)
-    std::printf("%-12s %-8s %s\n", r.policy.c_str(), r.budget ? str_cat(*r.budget).c_str() : "-",
-                r.metrics.dump().c_str());
+  print_score_table(rows);
   log_info("wrote ", (out / "scores.json").string());
   return 0;
 }

@@ -250,9 +250,7 @@ int run_longbench_eval(const LongBenchOptions& o) {
   bar.finish();
   write_scores(out, "longbench", rows);
   write_score_plot(out / "plot.png", rows, "avg", "longbench: average score vs budget");
-  for (const auto& r : rows)
-    std::printf("%-12s %-8s %s\n", r.policy.c_str(), r.budget ? str_cat(*r.budget).c_str() : "-",
-                r.metrics.dump().c_str());
+  print_score_table(rows);
   log_info("wrote ", (out / "scores.json").string());
   return 0;
 }

@@ -20,4 +20,9 @@ struct ScoreRow {
 void write_scores(const fs::path& dir, const std::string& benchmark,
                   const std::vector<ScoreRow>& rows);
 
+// Prints the rows as an aligned table on stdout: policy, budget, then `columns` (metric names;
+// empty: every metric of the first row), two decimals. The policy column is as wide as the longest
+// spec, so "dbtrimkv:buffer=0,gates=..." keeps the table straight.
+void print_score_table(const std::vector<ScoreRow>& rows, std::vector<std::string> columns = {});
+
 }  // namespace retain

@@ -196,15 +196,10 @@ int run_synthetic_eval(const SyntheticEvalOptions& o) {
   bar.finish();
   write_scores(out, "synthetic", rows);
   write_score_plot(out / "plot.png", rows, "em", "synthetic: exact match vs budget");
-  std::printf("%-12s %-8s %8s", "policy", "budget", "em");
-  for (const auto& task : o.tasks) std::printf(" %8s", ("em_" + task).c_str());
-  std::printf(" %12s\n", "peak_kv_B");
-  for (const auto& r : rows) {
-    std::printf("%-12s %-8s %8.2f", r.policy.c_str(), r.budget ? str_cat(*r.budget).c_str() : "-",
-                r.metrics["em"].get<double>());
-    for (const auto& task : o.tasks) std::printf(" %8.2f", r.metrics.value("em_" + task, 0.0));
-    std::printf(" %12.0f\n", r.metrics["peak_kv_bytes"].get<double>());
-  }
+  std::vector<std::string> columns = {"em"};
+  for (const auto& task : o.tasks) columns.push_back("em_" + task);
+  columns.push_back("peak_kv_bytes");
+  print_score_table(rows, columns);
   log_info("wrote ", (out / "scores.json").string());
   return 0;
 }
