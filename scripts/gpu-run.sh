@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# One command on a bare GPU machine (torch 2.11 + CUDA 13 in its Python, cmake, ninja, nvcc; no
+# network): unpack the bundle made here by scripts/device-bundle.sh, configure against the
+# machine's own torch, build with every core, then verify and measure:
+#   1. every *_CUDA test, then compute-sanitizer (memcheck, racecheck) on the kernel tests;
+#   2. `retain env` and `retain bench kernels`;
+#   3. the whole ctest suite (CPU and GPU tests) on that machine.
+# Logs and one summary (summary.md) go to $OUT (the device tool brings that folder back) or to
+# ./gpu-out when OUT is unset. Exits non-zero when a step failed; later steps still run.
+#
+#   scripts/gpu-run.sh               # everything
+#   scripts/gpu-run.sh --dry-run     # check the bundle and the tools this script needs, run nothing
+#   STEPS="cuda bench" scripts/gpu-run.sh   # a subset: build cuda sanitize bench suite
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT_DIR=$(pwd)
+BUNDLE="$ROOT_DIR/.device"
+OUT="${OUT:-$ROOT_DIR/gpu-out}"
+BUILD="${BUILD:-build-gpu}"
+STEPS="${STEPS:-build cuda sanitize bench suite}"
+SYSROOT=/tmp/retain-sysroot
+mkdir -p "$OUT"
+SUMMARY="$OUT/summary.md"
+
+if [ "${1:-}" = "--dry-run" ]; then
+  bash scripts/device-bundle.sh --check || exit 1
+  for tool in cmake ninja dpkg; do
+    command -v $tool >/dev/null || echo "note: '$tool' is not on this machine's PATH"
+  done
+  exit 0
+fi
+
+failures=0
+step_result() {  # name status seconds
+  printf '| %s | %s | %s s |\n' "$1" "$2" "$3" >> "$SUMMARY"
+  [ "$2" = ok ] || failures=$((failures + 1))
+}
+run_step() {  # name log command...
+  local name=$1 log=$2 t0 status
+  shift 2
+  echo "== $name" | tee -a "$OUT/$log"
+  t0=$(date +%s)
+  if "$@" >> "$OUT/$log" 2>&1; then status=ok; else status="FAILED (rc $?)"; fi
+  step_result "$name" "$status" $(($(date +%s) - t0))
+  echo "   $name: $status"
+}
+
+{
+  echo "# retain on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+  echo
+  echo "$(date -u +%FT%TZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo ' (+ uncommitted changes)'), $(nproc) cores"
+  echo
+  echo "| step | result | time |"
+  echo "|---|---|---|"
+} > "$SUMMARY"
+
+# --- the bundle: Debian libraries into a private sysroot, wheels into a private site dir ---------
+bash scripts/device-bundle.sh --check || exit 1
+rm -rf "$SYSROOT"
+mkdir -p "$SYSROOT/extra-lib"
+for deb in "$BUNDLE"/debs/*.deb; do dpkg -x "$deb" "$SYSROOT"; done
+MULTIARCH=usr/lib/x86_64-linux-gnu
+ln -sf hdf5-serial.pc "$SYSROOT/$MULTIARCH/pkgconfig/hdf5.pc"  # made by update-alternatives on Debian
+# Link only the shared libraries this machine lacks, so its own OpenSSL, zlib, ... stay in use.
+while read -r lib; do
+  soname=$(basename "$lib")
+  ldconfig -p | grep -q -F " $soname " || ln -sf "$lib" "$SYSROOT/extra-lib/$soname"
+done < <(find "$SYSROOT/$MULTIARCH" "$SYSROOT/lib" -name '*.so.*' 2>/dev/null)
+export LD_LIBRARY_PATH="$SYSROOT/extra-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+PYTHON="${RETAIN_PYTHON:-$(command -v python3)}"
+"$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/retain-site "$BUNDLE"/wheels/*.whl > "$OUT/setup.log" 2>&1 ||
+  { echo "pip install of the wheels failed"; cat "$OUT/setup.log"; exit 1; }
+export PYTHONPATH="/tmp/retain-site${PYTHONPATH:+:$PYTHONPATH}"
+export PKG_CONFIG_SYSROOT_DIR="$SYSROOT"
+export PKG_CONFIG_LIBDIR="$SYSROOT/$MULTIARCH/pkgconfig:$SYSROOT/usr/share/pkgconfig"
+export PATH="/usr/local/cuda/bin:$PATH"
+echo "sysroot: $(ls "$SYSROOT/extra-lib" | wc -l) libraries this machine lacks: $(ls "$SYSROOT/extra-lib" | tr '\n' ' ')" >> "$OUT/setup.log"
+
+configure_and_build() {
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRETAIN_PYTHON="$PYTHON" \
+    -DCMAKE_PREFIX_PATH="$SYSROOT/usr;$SYSROOT/$MULTIARCH/cmake" \
+    -DPKG_CONFIG_EXECUTABLE="$SYSROOT/usr/bin/pkgconf" \
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DTORCH_CUDA_ARCH_LIST=9.0 &&
+    cmake --build "$BUILD" -j "$(nproc)"
+}
+cuda_tests() { (cd "$BUILD" && ctest -R _CUDA --output-on-failure --timeout 300); }
+sanitize() {
+  local ok=0
+  for tool in memcheck racecheck; do
+    echo "-- compute-sanitizer --tool $tool"
+    compute-sanitizer --tool $tool --error-exitcode 9 "$BUILD/tests/kernel_tests" \
+      --gtest_filter='*_CUDA*' || ok=1
+  done
+  return $ok
+}
+bench() {
+  "$BUILD/retain" env && "$BUILD/retain" bench kernels
+}
+suite() { (cd "$BUILD" && ctest --output-on-failure -j 8 --timeout 400 -E _CUDA); }
+
+for step in $STEPS; do
+  case $step in
+    build) run_step build build.log configure_and_build || true ;;
+    cuda) run_step "ctest -R _CUDA" cuda.log cuda_tests ;;
+    sanitize) run_step "compute-sanitizer" sanitize.log sanitize ;;
+    bench) run_step "bench kernels" bench.log bench ;;
+    suite) run_step "ctest (all but _CUDA)" suite.log suite ;;
+    *) echo "unknown step '$step' (expected build cuda sanitize bench suite)"; exit 2 ;;
+  esac
+  if [ "$step" = build ] && [ ! -x "$BUILD/retain" ]; then
+    echo "build failed; see build.log"; tail -40 "$OUT/build.log"; break
+  fi
+done
+
+{
+  echo
+  for log in cuda.log bench.log; do
+    [ -f "$OUT/$log" ] || continue
+    echo "## $log (tail)"
+    echo '```'
+    tail -40 "$OUT/$log"
+    echo '```'
+  done
+} >> "$SUMMARY"
+cat "$SUMMARY"
+[ $failures -eq 0 ]
