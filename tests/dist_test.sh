@@ -21,7 +21,7 @@ with open("docs.jsonl", "w") as f:
 PY
 "$retain" prep --tokenizer model --input docs.jsonl --format jsonl --out shards 2>/dev/null || fail prep
 cat > recipe.yaml <<'YAML'
-model: {path: model}
+model: {path: model, device: cpu}  # the gloo path; a GPU machine has too few GPUs for 3 ranks
 gates: {arch: mlp3, width: 16, bias_init: 3.0}
 loss: {memory: 8, logit_block_size: 64}
 data: {shards: shards, seq_len: 64}

@@ -1,6 +1,7 @@
 #include "trainer/trainer.h"
 
 #include <ATen/core/grad_mode.h>
+#include <torch/cuda.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adamw.h>
 #include <torch/serialize.h>
@@ -296,8 +297,15 @@ int64_t Trainer::restore() {
 int Trainer::run() {
   env_ = detect_dist_env();
   c10::Device device = resolve_device(recipe_.get<std::string>("model.device"));
-  if (device.is_cuda() && env_.world > 1)
+  if (device.is_cuda() && env_.world > 1) {
+    // One GPU per rank: local rank r trains on cuda:r, so a node needs as many GPUs as ranks.
+    const int64_t gpus = static_cast<int64_t>(torch::cuda::device_count());
+    RETAIN_CHECK(env_.local_rank < gpus, "rank ", env_.rank, " (local rank ", env_.local_rank,
+                 ") needs cuda:", env_.local_rank, " but this node has ", gpus,
+                 " visible GPU(s): start at most ", gpus,
+                 " ranks per node, or set model.device=cpu to train on the CPU");
     device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env_.local_rank));
+  }
   comm_ = make_collectives(env_, device, std::chrono::seconds(s_.timeout_s));
   const std::string resolved = recipe_.dump();
   recipe_sha_ = recipe_hash(recipe_);
