@@ -220,12 +220,25 @@ at::Tensor BudgetedKvCache::attend(int64_t layer, const at::Tensor& q,
   return KvCache::attend(layer, q, q_positions, entries, scale, window);
 }
 
+namespace {
+
+// Indices of the k largest scores along the last dimension, ties going to the later entry (the
+// more recent token within a head). at::topk breaks ties differently on CPU and CUDA, and max
+// pooling (SnapKV) makes exact ties common, so the same run kept different entries on the two.
+at::Tensor top_k_indices(const at::Tensor& score, int64_t k) {
+  const int64_t s = score.size(-1);
+  auto order = std::get<1>(score.flip(-1).sort(/*stable=*/true, -1, /*descending=*/true));
+  return (s - 1) - order.narrow(-1, 0, k);
+}
+
+}  // namespace
+
 void BudgetedKvCache::evict_per_head() {
   for (auto& l : layers_) {
     if (!l.keys.defined() || l.length.max().item<int64_t>() <= budget_ + policy_.buffer) continue;
     auto score = scores(static_cast<int64_t>(&l - layers_.data()));
     const int64_t s = score.size(2);
-    auto top = std::get<1>(score.topk(std::min(budget_, s), -1));
+    auto top = top_k_indices(score, std::min(budget_, s));
     auto keep = at::zeros_like(score, score.options().dtype(at::kBool)).scatter_(2, top, true);
     // Only the heads over budget + buffer are cut back; the others keep everything.
     auto over = (l.length > budget_ + policy_.buffer).unsqueeze(-1);  // (B, Hk, 1)
@@ -246,7 +259,7 @@ void BudgetedKvCache::evict_below_threshold() {
     auto keep = (score >= floor).logical_and(live);
     if (policy_.min_per_head > 0) {  // the floor per head applies here too
       auto k = std::min(policy_.min_per_head, score.size(2));
-      auto top = std::get<1>(score.topk(k, -1));
+      auto top = top_k_indices(score, k);
       keep.logical_or_(at::zeros_like(keep).scatter_(2, top, true).logical_and(live));
     }
     if (keep.logical_not().logical_and(live).any().item<bool>()) compact(l, keep);
@@ -266,7 +279,7 @@ void BudgetedKvCache::evict_global() {
     if (policy_.min_per_head > 0) {
       // Each head's best min_per_head entries are kept whatever the global ranking says.
       auto k = std::min(policy_.min_per_head, score.size(2));
-      auto top = std::get<1>(score.topk(k, -1));
+      auto top = top_k_indices(score, k);
       auto bonus = at::zeros_like(score).scatter_(2, top, kInf);
       score = at::where(score > -kInf, score + bonus, score);
     }
@@ -275,7 +288,7 @@ void BudgetedKvCache::evict_global() {
   }
   auto all = at::cat(flat, 1);
   const int64_t keep_count = std::min(nl * hk * budget_, all.size(1));
-  auto top = std::get<1>(all.topk(keep_count, -1));
+  auto top = top_k_indices(all, keep_count);
   auto keep_all = at::zeros_like(all, all.options().dtype(at::kBool)).scatter_(1, top, true);
   // Only the sequences over the global trigger are cut back; the others keep everything.
   auto over = (total > nl * hk * (budget_ + policy_.buffer)).unsqueeze(-1);  // (B, 1)

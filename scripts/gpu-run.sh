@@ -18,7 +18,7 @@ ROOT_DIR=$(pwd)
 BUNDLE="$ROOT_DIR/.device"
 OUT="${OUT:-$ROOT_DIR/gpu-out}"
 BUILD="${BUILD:-build-gpu}"
-STEPS="${STEPS:-build cuda bench smoke sanitize suite}"
+STEPS="${STEPS:-build cuda bench smoke suite sanitize}"
 SYSROOT=/tmp/retain-sysroot
 mkdir -p "$OUT"
 SUMMARY="$OUT/summary.md"
@@ -106,7 +106,7 @@ bench() {
 }
 # The command line on the GPU: gate training (fp32 and bf16) through the retention kernels, export,
 # and generation under every policy with the trained gates.
-smoke() {
+smoke() (  # a subshell: it changes directory
   local r="$ROOT_DIR/$BUILD/retain" w=/tmp/retain-smoke p
   rm -rf $w && mkdir -p $w && cd $w || return 1
   $r init-model --arch qwen3 --preset tiny --seed 0 --out model &&
@@ -123,7 +123,7 @@ smoke() {
     $r generate --model model --device cuda --prompt-ids "$(seq -s, 3 400)" --max-new-tokens 64 \
       --ignore-eos --json --policy $p --budget 48 --chunk 64 "${gates[@]}" || return 1
   done
-}
+)
 suite() { (cd "$BUILD" && timeout "${SUITE_TIMEOUT:-420}" ctest --output-on-failure -j 8 --timeout 300 -E _CUDA); }
 
 for step in $STEPS; do
