@@ -224,7 +224,8 @@ namespace {
 
 // Indices of the k largest scores along the last dimension, ties going to the later entry (the
 // more recent token within a head). at::topk breaks ties differently on CPU and CUDA, and max
-// pooling (SnapKV) makes exact ties common, so the same run kept different entries on the two.
+// pooling (SnapKV) makes exact ties common, so the same run kept different entries on the two;
+// a stable sort decides the same way on every device.
 at::Tensor top_k_indices(const at::Tensor& score, int64_t k) {
   const int64_t s = score.size(-1);
   auto order = std::get<1>(score.flip(-1).sort(/*stable=*/true, -1, /*descending=*/true));

@@ -9,7 +9,7 @@
 #   scripts/device-bundle.sh --check    # only verify that .device/ is complete and small enough
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUNDLE=.device
+BUNDLE="${RETAIN_DEVICE_BUNDLE:-.device}"  # the tests point this elsewhere
 LIMIT_MIB=56  # the device tool carries 64 MiB in all; the working tree needs the rest
 
 # The -dev packages give headers and link-time files; the rest are their run-time closure minus
@@ -81,7 +81,14 @@ for pkg in "${DEV_PACKAGES[@]}" "${runtime[@]}"; do
 done
 if [ ${#need[@]} -gt 0 ]; then
   echo "device-bundle: downloading ${#need[@]} Debian packages"
-  (cd "$BUNDLE/debs" && apt-get download -q "${need[@]}")
+  if ! (cd "$BUNDLE/debs" && apt-get download -q "${need[@]}"); then
+    # A machine whose package lists were never fetched (or were cleaned) knows no versions yet.
+    echo "device-bundle: refreshing the package lists and trying again"
+    sudo_cmd=""
+    [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+    $sudo_cmd apt-get update -q
+    (cd "$BUNDLE/debs" && apt-get download -q "${need[@]}")
+  fi
 fi
 
 PYTHON="${RETAIN_PYTHON:-$HOME/.cache/retain/venv/bin/python}"

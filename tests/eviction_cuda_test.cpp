@@ -59,8 +59,8 @@ TEST_P(HfParityCuda, LogitsAndGreedyTokensMatchTransformers_CUDA) {
   auto low = bf16.forward(ids.cuda(), positions.cuda(), nullptr).to(at::kCPU, at::kFloat);
   const double rel = (low - want).abs().max().item<double>() / want.abs().max().item<double>();
   EXPECT_LE(rel, kBf16RelativeTolerance) << GetParam() << " bf16";
-  std::cout << "[ bf16 ] " << GetParam() << ": max |logit - transformers fp32| / max |logit| = "
-            << rel << "\n";
+  std::cout << "[ bf16 ] " << GetParam()
+            << ": max |logit - transformers fp32| / max |logit| = " << rel << "\n";
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, HfParityCuda, ::testing::ValuesIn(kFamilies),
@@ -83,6 +83,7 @@ class PolicyCuda : public ::testing::TestWithParam<std::string> {};
 // One policy on both devices: a 90-token prompt of distinct tokens prefilled in chunks of 16 at a
 // budget of 12 per head (5 evictions), then `new_tokens` greedy tokens. Returns both caches.
 struct BothDevices {
+  int64_t layers = 0, kv_heads = 0;
   std::unique_ptr<BudgetedKvCache> cpu, gpu;
   std::vector<int64_t> cpu_tokens, gpu_tokens;
 };
@@ -101,6 +102,8 @@ BothDevices run_on_both(const std::string& spec, int64_t new_tokens, at::ScalarT
   PolicyOptions policy = parse_policy(spec);
   policy.buffer = 0;  // cut back to the budget after every step
   BothDevices r;
+  r.layers = cpu.config().num_layers;
+  r.kv_heads = cpu.config().num_kv_heads;
   r.cpu = std::make_unique<BudgetedKvCache>(cpu.config(), policy, 12, 16, cpu_gates.get());
   r.gpu = std::make_unique<BudgetedKvCache>(gpu.config(), policy, 12, 16, gpu_gates.get());
   r.cpu_tokens = generate(cpu, prompt, *r.cpu, options).tokens;
@@ -121,7 +124,7 @@ TEST_P(PolicyCuda, PrefillKeepsTheSameEntriesAsOnTheCpu_CUDA) {
   c10::InferenceMode guard;
   auto r = run_on_both(GetParam(), 1, at::kFloat);
   EXPECT_EQ(r.gpu_tokens, r.cpu_tokens) << GetParam();
-  const int64_t layers = 2, heads = 2;  // qwen3_qknorm
+  const int64_t layers = r.layers, heads = r.kv_heads;
   for (int64_t l = 0; l < layers; ++l) {
     EXPECT_TRUE(at::equal(r.gpu->lengths(l).cpu(), r.cpu->lengths(l))) << GetParam() << " " << l;
     for (int64_t h = 0; h < heads; ++h)
@@ -139,10 +142,11 @@ TEST_P(PolicyCuda, DecodeGivesTheSameTokensAsOnTheCpu_CUDA) {
   c10::InferenceMode guard;
   auto r = run_on_both(GetParam(), 16, at::kFloat);
   EXPECT_EQ(r.gpu_tokens, r.cpu_tokens) << GetParam();
-  EXPECT_LE(live_entries(*r.gpu, 2), 2 * 2 * 12) << GetParam();
+  EXPECT_LE(live_entries(*r.gpu, r.layers), r.layers * r.kv_heads * 12) << GetParam();
   auto low = run_on_both(GetParam(), 16, at::kBFloat16);
   EXPECT_EQ(low.gpu_tokens.size(), 16u) << GetParam();
-  EXPECT_LE(live_entries(*low.gpu, 2), 2 * 2 * 12) << GetParam() << " bf16";
+  EXPECT_LE(live_entries(*low.gpu, low.layers), low.layers * low.kv_heads * 12)
+      << GetParam() << " bf16";
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, PolicyCuda,

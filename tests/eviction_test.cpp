@@ -632,9 +632,10 @@ TEST(BatchGeneration, PromptsOfDifferentLengthsEqualEachAlone) {
   // boundaries than alone (and accumulating policies see a different history).
   options.prefill_chunk = 0;
   // Budget 6 evicts at the prompt's end and while decoding; padding must not change what a row
-  // keeps.
-  for (const std::string policy :
-       {"full", "h2o:buffer=2,window=2", "knorm:buffer=2", "dbtrimkv:buffer=2"}) {
+  // keeps. (Not knorm: RoPE keeps a key's norm, so a token that greedy decoding repeats gives keys
+  // of mathematically equal norm, and which of them survives is decided by rounding, which differs
+  // between a batch's matrix products and one row's. h2o covers the same per-head path.)
+  for (const std::string policy : {"full", "h2o:buffer=2,window=2", "dbtrimkv:buffer=2"}) {
     auto gates = probe_gates(model.config(), true);
     PolicyOptions p = parse_policy(policy);
     auto batch_cache = make_kv_cache(model.config(), p, 6, 9, 9, gates.get());
