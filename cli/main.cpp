@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "data/prep.h"
 #include "data/synth_command.h"
+#include "eval/bench_decode.h"
 #include "eval/commands.h"
 #include "eval/dialogue_eval.h"
 #include "eval/longbench_eval.h"
@@ -404,6 +405,36 @@ int main(int argc, char** argv) {
   bench_kern_cmd->add_option("--seq", bench_kern.seqs, "attention lengths")->capture_default_str();
   bench_kern_cmd->add_option("--decode-len", bench_kern.decode_len)->capture_default_str();
   bench_kern_cmd->add_option("--iters", bench_kern.iters)->capture_default_str();
+  retain::BenchDecodeOptions bench_dec;
+  auto* bench_dec_cmd = bench_cmd->add_subcommand(
+      "decode", "batched long-context generation under a policy: tokens/s, KV bytes, roofline");
+  auto* dec_model = bench_dec_cmd->add_option("--model", bench_dec.model_dir,
+                                              "HuggingFace model directory (instead of --preset)");
+  bench_dec_cmd
+      ->add_option("--preset", bench_dec.preset,
+                   "init-model preset with random weights made on the device")
+      ->capture_default_str()
+      ->excludes(dec_model);
+  bench_dec_cmd->add_option("--arch", bench_dec.arch, "architecture of the tiny/small presets");
+  bench_dec_cmd->add_option("--device", bench_dec.device, "auto | cpu | cuda | cuda:N")
+      ->capture_default_str();
+  bench_dec_cmd->add_option("--dtype", bench_dec.dtype, "auto | fp32 | bf16 | fp16")
+      ->capture_default_str();
+  bench_dec_cmd->add_option("--context", bench_dec.context, "prompt tokens per sequence")
+      ->capture_default_str();
+  bench_dec_cmd
+      ->add_option("--budget", bench_dec.budget,
+                   "KV entries per head (>= 1) or a fraction of the prompt (< 1)")
+      ->capture_default_str();
+  bench_dec_cmd->add_option("--batch", bench_dec.batch)->capture_default_str();
+  bench_dec_cmd->add_option("--new-tokens", bench_dec.new_tokens)->capture_default_str();
+  bench_dec_cmd->add_option("--policy", bench_dec.policy, "eviction policy spec (name:key=value)")
+      ->capture_default_str();
+  bench_dec_cmd->add_option("--chunk", bench_dec.chunk, "prefill chunk in tokens (0: whole prompt)")
+      ->capture_default_str();
+  bench_dec_cmd->add_option("--seed", bench_dec.seed)->capture_default_str();
+  bench_dec_cmd->add_option("--threads", bench_dec.threads, "CPU threads (0: LibTorch's default)");
+  bench_dec_cmd->add_flag("--json", bench_dec.json, "one JSON object instead of the table");
 
   retain::PrepOptions prep;
   auto* prep_cmd = app.add_subcommand("prep", "tokenize text into HDF5 token shards");
@@ -526,6 +557,7 @@ int main(int argc, char** argv) {
     if (tok_cmd->parsed()) return retain::run_tokenize_command(tok);
     if (bench_tok_cmd->parsed()) return retain::run_bench_tokenize_command(bench_tok);
     if (bench_kern_cmd->parsed()) return retain::run_bench_kernels_command(bench_kern);
+    if (bench_dec_cmd->parsed()) return retain::run_bench_decode_command(bench_dec);
     if (env_cmd->parsed()) return run_env();
     if (prep_cmd->parsed()) {
       retain::run_prep(prep);

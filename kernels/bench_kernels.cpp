@@ -29,15 +29,6 @@ double time_ms(Fn&& fn, int warmup, int iters) {
   return elapsed.count() / iters;
 }
 
-// Device-to-device copy bandwidth (bytes read + written per second) over a 1 GiB buffer.
-double copy_bandwidth(const BenchKernelsOptions& o) {
-  const int64_t bytes = int64_t{1} << 30;
-  auto opts = at::TensorOptions().device(at::kCUDA).dtype(at::kByte);
-  auto src = at::ones({bytes}, opts), dst = at::empty({bytes}, opts);
-  const double ms = time_ms([&] { dst.copy_(src); }, o.warmup, o.iters);
-  return 2.0 * static_cast<double>(bytes) / (ms * 1e-3);
-}
-
 void bench_attention(const BenchKernelsOptions& o, int64_t t) {
   const int64_t b = o.batch, h = o.heads, hk = o.kv_heads, d = o.head_dim;
   auto opts = at::TensorOptions().device(at::kCUDA).dtype(at::kBFloat16);
@@ -149,6 +140,23 @@ void bench_decode(const BenchKernelsOptions& o, double bandwidth) {
 
 }  // namespace
 
+double device_copy_bandwidth(c10::Device device) {
+  const int64_t bytes = device.is_cuda() ? int64_t{1} << 30 : int64_t{256} << 20;
+  auto opts = at::TensorOptions().device(device).dtype(at::kByte);
+  auto src = at::ones({bytes}, opts), dst = at::empty({bytes}, opts);
+  auto sync = [&] {
+    if (device.is_cuda()) torch::cuda::synchronize(device.index());
+  };
+  const int warmup = 2, iters = 10;
+  for (int i = 0; i < warmup; ++i) dst.copy_(src);
+  sync();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) dst.copy_(src);
+  sync();
+  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+  return 2.0 * static_cast<double>(bytes) * iters / elapsed.count();
+}
+
 int run_bench_kernels_command(const BenchKernelsOptions& o) {
   if (!torch::cuda::is_available()) throw Error("bench kernels needs a CUDA device; found none");
   RETAIN_CHECK(o.heads % o.kv_heads == 0 && o.iters > 0 && o.warmup >= 0,
@@ -158,7 +166,7 @@ int run_bench_kernels_command(const BenchKernelsOptions& o) {
               static_cast<long long>(o.kv_heads), static_cast<long long>(o.head_dim), o.iters,
               o.warmup);
   for (int64_t t : o.seqs) bench_attention(o, t);
-  const double bandwidth = copy_bandwidth(o);
+  const double bandwidth = device_copy_bandwidth(at::kCUDA);
   std::printf("device copy bandwidth %.0f GB/s (1 GiB copy_, read + write)\n", bandwidth / 1e9);
   bench_decode(o, bandwidth);
   return 0;

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include <c10/core/Device.h>
+
 namespace retain {
 
 struct BenchKernelsOptions {
@@ -20,6 +22,10 @@ struct BenchKernelsOptions {
   int iters = 10;
   int warmup = 3;
 };
+
+// Bytes per second (read + written) of a large copy within `device` (1 GiB on a GPU, 256 MiB on
+// the CPU): the bandwidth the roofline figures of the benchmarks divide by.
+double device_copy_bandwidth(c10::Device device);
 
 // Prints one table; returns 0. Throws when there is no CUDA device.
 int run_bench_kernels_command(const BenchKernelsOptions& options);

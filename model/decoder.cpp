@@ -3,6 +3,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include <cmath>
+#include <mutex>
 #include <unordered_map>
 
 #include "core/checkpoint.h"
@@ -48,14 +49,11 @@ std::vector<ParamSpec> decoder_param_specs(const ModelConfig& c) {
 }
 
 Decoder Decoder::load(const fs::path& model_dir, const LoadOptions& options) {
-  Decoder m;
-  m.config_ = ModelConfig::load(model_dir);
-  m.options_ = options;
+  ModelConfig config = ModelConfig::load(model_dir);
   auto ckpt = SafetensorsCheckpoint::open_dir(model_dir);
   auto tensor_options = at::TensorOptions().dtype(options.dtype).device(options.device);
-
-  std::unordered_map<std::string, at::Tensor> loaded;
-  for (const auto& spec : decoder_param_specs(m.config_)) {
+  std::vector<std::pair<std::string, at::Tensor>> params;
+  for (const auto& spec : decoder_param_specs(config)) {
     const StTensorInfo& info = ckpt.info(spec.name);
     RETAIN_CHECK(info.shape == spec.shape, ckpt.where(), ": tensor '", spec.name, "' has shape ",
                  at::IntArrayRef(info.shape), " but config.json implies ",
@@ -63,19 +61,57 @@ Decoder Decoder::load(const fs::path& model_dir, const LoadOptions& options) {
     // One copy, from the mapped file straight into the target dtype and device.
     auto param = at::empty(spec.shape, tensor_options);
     param.copy_(ckpt.tensor(spec.name));
-    loaded[spec.name] = param;
-    m.params_.emplace_back(spec.name, param);
+    params.emplace_back(spec.name, param);
   }
   size_t unused = 0;
-  for (const auto& name : ckpt.names())
-    if (!loaded.count(name) && name != "lm_head.weight") ++unused;
+  for (const auto& name : ckpt.names()) {
+    bool used = name == "lm_head.weight";
+    for (const auto& [n, _] : params) used = used || n == name;
+    if (!used) ++unused;
+  }
   if (unused > 0)
-    log_warn(ckpt.where(), ": ", unused, " tensors are not used by the ", m.config_.model_type,
+    log_warn(ckpt.where(), ": ", unused, " tensors are not used by the ", config.model_type,
              " decoder");
+  return assemble(std::move(config), options, std::move(params));
+}
 
+Decoder Decoder::random(const ModelConfig& config, const LoadOptions& options, uint64_t seed) {
+  auto tensor_options = at::TensorOptions().dtype(options.dtype).device(options.device);
+  // The device's own generator, so a 4B model's weights are drawn where they live and never pass
+  // through host memory; seeded here, so a run is repeatable on its device.
+  at::Generator generator = at::globalContext().defaultGenerator(options.device);
+  {
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_current_seed(seed);
+  }
+  std::vector<std::pair<std::string, at::Tensor>> params;
+  for (const auto& spec : decoder_param_specs(config)) {
+    at::Tensor param;
+    switch (spec.kind) {
+      case ParamSpec::Kind::kNorm:
+        param = at::ones(spec.shape, tensor_options);
+        break;
+      case ParamSpec::Kind::kBias:
+        param = at::zeros(spec.shape, tensor_options);
+        break;
+      default:
+        param = at::empty(spec.shape, tensor_options).normal_(0.0, 0.02, generator);
+    }
+    params.emplace_back(spec.name, param);
+  }
+  return assemble(config, options, std::move(params));
+}
+
+Decoder Decoder::assemble(ModelConfig config, const LoadOptions& options,
+                          std::vector<std::pair<std::string, at::Tensor>> params) {
+  Decoder m;
+  m.config_ = std::move(config);
+  m.options_ = options;
+  m.params_ = std::move(params);
+  std::unordered_map<std::string, at::Tensor> by_name(m.params_.begin(), m.params_.end());
   auto get = [&](const std::string& name) {
-    auto it = loaded.find(name);
-    return it == loaded.end() ? at::Tensor() : it->second;
+    auto it = by_name.find(name);
+    return it == by_name.end() ? at::Tensor() : it->second;
   };
   m.embed_ = get("model.embed_tokens.weight");
   m.final_norm_ = get("model.norm.weight");
@@ -104,6 +140,12 @@ Decoder Decoder::load(const fs::path& model_dir, const LoadOptions& options) {
     m.layers_.push_back(std::move(layer));
   }
   return m;
+}
+
+int64_t Decoder::weight_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& [_, t] : params_) bytes += t.numel() * static_cast<int64_t>(t.element_size());
+  return bytes;
 }
 
 at::Tensor Decoder::rms_norm(const at::Tensor& x, const at::Tensor& weight) const {

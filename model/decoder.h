@@ -50,6 +50,9 @@ class Decoder {
  public:
   // Reads config.json and the safetensors weights of `model_dir` straight into dtype/device.
   static Decoder load(const fs::path& model_dir, const LoadOptions& options);
+  // Random weights (N(0, 0.02) matrices, unit norms, zero biases) made on the target device: for
+  // benchmarks of public shapes (init-model presets) without writing gigabytes to disk.
+  static Decoder random(const ModelConfig& config, const LoadOptions& options, uint64_t seed);
 
   // hidden: (B, T, d) after the final norm. positions: (B, T), -1 marks padding.
   // cache == nullptr: attention sees only this call's tokens.
@@ -73,10 +76,14 @@ class Decoder {
   const std::vector<std::pair<std::string, at::Tensor>>& named_parameters() const {
     return params_;
   }
+  // Bytes of every weight once (a tied LM head counted once): what one decode step reads.
+  int64_t weight_bytes() const;
   // Turns gradients on for every parameter (train.trainable: base) or off (the frozen default).
   void set_trainable(bool trainable);
 
  private:
+  static Decoder assemble(ModelConfig config, const LoadOptions& options,
+                          std::vector<std::pair<std::string, at::Tensor>> params);
   struct Layer {
     at::Tensor input_norm, q_w, q_b, k_w, k_b, v_w, v_b, o_w, o_b, q_norm, k_norm;
     at::Tensor post_norm, gate_w, gate_b, up_w, up_b, down_w, down_b;

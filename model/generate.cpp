@@ -92,13 +92,26 @@ std::vector<GenerationResult> generate_batch(const Decoder& model,
     hidden =
         model.forward_hidden(ids.narrow(1, begin, len), positions.narrow(1, begin, len), &cache);
   }
-  auto logits = model.logits(hidden.select(1, hidden.size(1) - 1));  // (B, V)
+  std::vector<bool> done(static_cast<size_t>(b), false);
+  std::vector<int64_t> next(static_cast<size_t>(b));
+  // One device-to-host transfer per step: the greedy ids of every row at once (sampling moves
+  // the logits to the CPU first).
+  auto pick_next = [&](const at::Tensor& logits) {  // (B, V)
+    if (options.temperature <= 0) {
+      auto ids = logits.argmax(-1).to(at::kCPU);
+      for (int64_t r = 0; r < b; ++r)
+        if (!done[r]) next[r] = ids[r].item<int64_t>();
+      return;
+    }
+    auto host = logits.to(at::kCPU);
+    for (int64_t r = 0; r < b; ++r)
+      if (!done[r]) next[r] = sample_next_token(host[r], options, generator);
+  };
+  pick_next(model.logits(hidden.select(1, hidden.size(1) - 1)));
+  // The first token's ids are on the host: the prefill time includes all of its device work.
   auto prefill_end = Clock::now();
   cache.end_prefill();
 
-  std::vector<bool> done(static_cast<size_t>(b), false);
-  std::vector<int64_t> next(static_cast<size_t>(b));
-  for (int64_t r = 0; r < b; ++r) next[r] = sample_next_token(logits[r], options, generator);
   for (int64_t step = 0;; ++step) {
     int64_t running = 0;
     for (int64_t r = 0; r < b; ++r) {
@@ -128,9 +141,7 @@ std::vector<GenerationResult> generate_batch(const Decoder& model,
       token[r][0] = next[r];
       position[r][0] = options.start_position + results[r].prompt_tokens + step;
     }
-    logits = model.forward(token, position, &cache).squeeze(1);  // (B, V)
-    for (int64_t r = 0; r < b; ++r)
-      if (!done[r]) next[r] = sample_next_token(logits[r], options, generator);
+    pick_next(model.forward(token, position, &cache).squeeze(1));
   }
   const double prefill_seconds = std::chrono::duration<double>(prefill_end - start).count();
   const double decode_seconds = std::chrono::duration<double>(Clock::now() - prefill_end).count();

@@ -3,7 +3,7 @@
 # network): unpack the bundle made here by scripts/device-bundle.sh, configure against the
 # machine's own torch, build with every core, then verify and measure:
 #   1. every *_CUDA test, then compute-sanitizer (memcheck, racecheck) on the kernel tests;
-#   2. `retain env` and `retain bench kernels`;
+#   2. `retain env`, `retain bench kernels` and `retain bench decode` (TrimKV's setting);
 #   3. the command line on CUDA: gate training in fp32 and bf16, export, generate under every policy;
 #   4. the whole ctest suite (CPU and GPU tests) on that machine.
 # Logs and one summary (summary.md) go to $OUT (the device tool brings that folder back) or to
@@ -108,7 +108,14 @@ sanitize() {
   return $ok
 }
 bench() {
-  "$BUILD/retain" env && "$BUILD/retain" bench kernels
+  "$BUILD/retain" env && "$BUILD/retain" bench kernels || return 1
+  # The TrimKV paper's decode setting (qwen3-4b shapes, 32k prompts, M 1024, batch 4, 1024 new
+  # tokens), with learned-gate eviction and with the full cache.
+  local p
+  for p in dbtrimkv full; do
+    echo "-- bench decode --policy $p"
+    timeout "${DECODE_TIMEOUT:-240}" "$BUILD/retain" bench decode --policy $p || return 1
+  done
 }
 # The command line on the GPU: gate training (fp32 and bf16) through the retention kernels, export,
 # and generation under every policy with the trained gates.

@@ -100,6 +100,32 @@ check generate-batch "$retain" generate --model "$model" --prompts-file "$work/p
 [ "$(wc -l < "$work/out.txt")" -eq 3 ] || { echo "FAIL generate-batch: expected 3 JSON lines"; failures=$((failures + 1)); }
 check_error bad-ids "'x' is not a non-negative integer" "$retain" generate --model "$model" --prompt-ids 1,x
 check_error id-out-of-vocab "outside the vocabulary" "$retain" generate --model "$model" --prompt-ids 99999
+# bench decode: a tiny preset and a model directory, every field, and its option errors.
+for p in full dbtrimkv snapkv; do
+  check "bench-decode-$p" "$retain" bench decode --preset tiny --arch qwen3 --dtype fp32 --device cpu \
+    --context 200 --budget 24 --batch 2 --new-tokens 6 --chunk 64 --policy $p --json
+  python3 - "$work/out.txt" "$p" <<'PY' || failures=$((failures + 1))
+import json, sys
+r = json.loads(open(sys.argv[1]).read())
+for k in ["prefill_tokens_per_s", "decode_tokens_per_s", "ms_per_decode_step", "kv_bytes_after_prefill",
+          "kv_bytes_end", "kv_bytes_peak", "kv_bytes_full_cache", "weight_bytes", "bytes_per_decode_step",
+          "copy_bandwidth_bytes_per_s", "roofline_ms_per_step", "roofline_fraction"]:
+    assert k in r and r[k] > 0, (k, r.get(k))
+assert r["policy"] == sys.argv[2] and r["batch"] == 2 and r["context"] == 200, r
+if sys.argv[2] == "full":
+    assert r["kv_bytes_end"] == r["kv_bytes_full_cache"] - 2 * 2 * 2 * 16 * 2 * 4, r  # the last token is never fed
+else:  # 24 entries per head (dbtrimkv: in all) plus the default buffer of 128 at most
+    assert r["kv_bytes_peak"] < r["kv_bytes_full_cache"], r
+print(f"ok   bench decode {sys.argv[2]} fields")
+PY
+done
+check bench-decode-table "$retain" bench decode --model "$model" --context 64 --budget 0.5 --batch 1 --new-tokens 4 --policy h2o
+grep -q "^roofline" "$work/out.txt" || { echo "FAIL bench decode table lacks the roofline line"; failures=$((failures + 1)); }
+check_error bench-decode-context "--context must be >= 1" "$retain" bench decode --preset tiny --arch qwen3 --context 0
+check_error bench-decode-policy "is not known" "$retain" bench decode --preset tiny --arch qwen3 --policy bogus
+check_error bench-decode-preset "needs --arch" "$retain" bench decode --preset tiny
+check_error bench-decode-both "excludes" "$retain" bench decode --preset tiny --model "$model"
+
 # Only meaningful where no GPU is visible (a GPU machine runs the same suite through gpu-run.sh).
 if ! "$retain" env 2>/dev/null | grep -q "CUDA available to LibTorch: yes"; then
   check_error no-cuda "no CUDA device" "$retain" generate --model "$model" --prompt-ids 1 --device cuda

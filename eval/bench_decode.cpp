@@ -1,0 +1,177 @@
+#include "eval/bench_decode.h"
+
+#include <ATen/Parallel.h>
+#include <torch/cuda.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "core/device.h"
+#include "core/error.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "eval/cache_factory.h"
+#include "eval/sweep.h"
+#include "gates/gate_bank.h"
+#include "kernels/bench_kernels.h"
+#include "model/decoder.h"
+#include "model/generate.h"
+#include "model/init_model.h"
+
+namespace retain {
+namespace {
+
+void check_options(const BenchDecodeOptions& o) {
+  RETAIN_CHECK(o.context >= 1, "bench decode: --context must be >= 1, found ", o.context);
+  RETAIN_CHECK(o.batch >= 1, "bench decode: --batch must be >= 1, found ", o.batch);
+  RETAIN_CHECK(o.new_tokens >= 2,
+               "bench decode: --new-tokens must be >= 2 (the first comes from "
+               "the prefill), found ",
+               o.new_tokens);
+  RETAIN_CHECK(o.chunk >= 0, "bench decode: --chunk must be >= 0, found ", o.chunk);
+  RETAIN_CHECK(o.budget > 0, "bench decode: --budget must be > 0, found ", o.budget);
+}
+
+std::unique_ptr<Decoder> make_model(const BenchDecodeOptions& o, c10::Device device) {
+  if (!o.model_dir.empty()) {
+    ModelConfig config = ModelConfig::load(o.model_dir);
+    LoadOptions load{resolve_dtype(o.dtype, device, config.dtype), device};
+    return std::make_unique<Decoder>(Decoder::load(o.model_dir, load));
+  }
+  Json config = preset_config(o.arch, o.preset);
+  ModelConfig model_config = ModelConfig::from_json(config, "preset " + o.preset);
+  LoadOptions load{resolve_dtype(o.dtype, device, model_config.dtype), device};
+  return std::make_unique<Decoder>(Decoder::random(model_config, load, o.seed));
+}
+
+// Learned-gate policies get random gates of the right architecture: the work per step is the same
+// as with trained ones (speed, not quality, is measured here).
+std::unique_ptr<GateBank> make_gates(const PolicyOptions& policy, const ModelConfig& config,
+                                     c10::Device device, uint64_t seed) {
+  if (policy.kind != PolicyKind::kTrimKV && policy.kind != PolicyKind::kDBTrimKV) return nullptr;
+  GateConfig g;
+  g.arch = policy.kind == PolicyKind::kTrimKV ? "mlp2" : "mlp3";
+  g.bias_init = 4.0;  // betas around 0.98: scores that differ between tokens
+  return std::make_unique<GateBank>(g, config, device, seed);
+}
+
+std::string human_bytes(double bytes) {
+  char buf[32];
+  if (bytes >= 1e9)
+    std::snprintf(buf, sizeof(buf), "%.2f GB", bytes / 1e9);
+  else
+    std::snprintf(buf, sizeof(buf), "%.2f MB", bytes / 1e6);
+  return buf;
+}
+
+}  // namespace
+
+int run_bench_decode_command(const BenchDecodeOptions& o) {
+  check_options(o);
+  if (o.threads > 0) at::set_num_threads(o.threads);
+  const c10::Device device = resolve_device(o.device);
+  auto model = make_model(o, device);
+  const ModelConfig& c = model->config();
+  PolicyOptions policy = parse_policy(o.policy);
+  RETAIN_CHECK(policy.gates.empty(),
+               "bench decode: gates= files are not read here (random gates of the policy's "
+               "architecture are used); drop gates= from --policy");
+  auto gates = make_gates(policy, c, device, o.seed + 1);
+  const int64_t chunk = o.chunk > 0 ? o.chunk : o.context;
+
+  // Random prompt ids (seeded), every row of the batch the same length.
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(o.seed);
+  auto ids = at::randint(0, c.vocab_size, {o.batch, o.context}, generator, at::kLong);
+  std::vector<std::vector<int64_t>> prompts;
+  for (int64_t r = 0; r < o.batch; ++r)
+    prompts.emplace_back(ids[r].data_ptr<int64_t>(), ids[r].data_ptr<int64_t>() + o.context);
+
+  const std::string source =
+      o.model_dir.empty() ? "preset " + o.preset + " (random weights)" : o.model_dir;
+  Json resolved = {{"model", source},
+                   {"model_type", c.model_type},
+                   {"layers", c.num_layers},
+                   {"kv_heads", c.num_kv_heads},
+                   {"head_dim", c.head_dim},
+                   {"device", device.str()},
+                   {"dtype", c10::toString(model->dtype())},
+                   {"batch", o.batch},
+                   {"context", o.context},
+                   {"new_tokens", o.new_tokens},
+                   {"policy", o.policy},
+                   {"budget", policy.kind == PolicyKind::kFull ? Json(nullptr) : Json(o.budget)},
+                   {"chunk", chunk},
+                   {"seed", o.seed}};
+  if (!o.json) std::cerr << "bench decode, resolved:\n" << resolved.dump(2) << "\n";
+
+  SamplingOptions sampling;  // greedy, no stop ids: every row runs to new_tokens
+  sampling.prefill_chunk = chunk;
+  auto new_cache = [&] {
+    return make_kv_cache(c, policy, o.budget, o.context, chunk, gates.get());
+  };
+  // Warm-up at the real shape (kernels, allocator, cuBLAS handles), which also gives the KV the
+  // decode steps start from: prefill plus one token.
+  sampling.max_new_tokens = 1;
+  auto warm_cache = new_cache();
+  generate_batch(*model, prompts, *warm_cache, sampling);
+  const int64_t kv_after_prefill = warm_cache->live_bytes();
+  warm_cache.reset();
+  if (device.is_cuda()) torch::cuda::synchronize();
+
+  sampling.max_new_tokens = o.new_tokens;
+  auto cache = new_cache();
+  auto results = generate_batch(*model, prompts, *cache, sampling);
+  const GenerationResult& r = results.front();
+  const int64_t kv_end = cache->live_bytes(), kv_peak = peak_kv_bytes(*cache);
+  const double prefill_rate = static_cast<double>(o.batch * o.context) / r.prefill_seconds;
+  const int64_t steps = o.new_tokens - 1;  // the first new token comes from the prefill
+  const double step_ms = r.decode_seconds / static_cast<double>(steps) * 1e3;
+  const double decode_rate = static_cast<double>(o.batch * steps) / r.decode_seconds;
+
+  // Roofline: a decode step reads every weight once and the live KV (its mean over the decode).
+  const double weights = static_cast<double>(model->weight_bytes());
+  const double kv_mean = 0.5 * static_cast<double>(kv_after_prefill + kv_end);
+  const double step_bytes = weights + kv_mean;
+  const double bandwidth = device_copy_bandwidth(device);
+  const double ideal_ms = step_bytes / bandwidth * 1e3;
+  const double full_kv = 2.0 * static_cast<double>(c.num_layers * c.num_kv_heads * c.head_dim) *
+                         static_cast<double>(o.batch * (o.context + o.new_tokens)) *
+                         static_cast<double>(c10::elementSize(model->dtype()));
+
+  Json out = resolved;
+  out["prefill_tokens_per_s"] = prefill_rate;
+  out["decode_tokens_per_s"] = decode_rate;
+  out["ms_per_decode_step"] = step_ms;
+  out["prefill_seconds"] = r.prefill_seconds;
+  out["decode_seconds"] = r.decode_seconds;
+  out["kv_bytes_after_prefill"] = kv_after_prefill;
+  out["kv_bytes_end"] = kv_end;
+  out["kv_bytes_peak"] = kv_peak;
+  out["kv_bytes_full_cache"] = full_kv;
+  out["weight_bytes"] = weights;
+  out["bytes_per_decode_step"] = step_bytes;
+  out["copy_bandwidth_bytes_per_s"] = bandwidth;
+  out["roofline_ms_per_step"] = ideal_ms;
+  out["roofline_fraction"] = ideal_ms / step_ms;
+  if (o.json) {
+    std::cout << out.dump() << std::endl;
+    return 0;
+  }
+  std::printf("prefill      %12.1f tokens/s  (%lld x %lld tokens in %.3f s, chunk %lld)\n",
+              prefill_rate, static_cast<long long>(o.batch), static_cast<long long>(o.context),
+              r.prefill_seconds, static_cast<long long>(chunk));
+  std::printf("decode       %12.1f tokens/s  (%lld x %lld steps, %.3f ms per step)\n", decode_rate,
+              static_cast<long long>(o.batch), static_cast<long long>(steps), step_ms);
+  std::printf("KV live      %s after prefill, %s at the end, peak %s (full cache: %s)\n",
+              human_bytes(static_cast<double>(kv_after_prefill)).c_str(),
+              human_bytes(static_cast<double>(kv_end)).c_str(),
+              human_bytes(static_cast<double>(kv_peak)).c_str(), human_bytes(full_kv).c_str());
+  std::printf(
+      "roofline     %.1f%%: a step reads %s (weights %s + mean live KV %s); at the measured copy "
+      "bandwidth %.0f GB/s that takes %.3f ms, measured %.3f ms\n",
+      100.0 * ideal_ms / step_ms, human_bytes(step_bytes).c_str(), human_bytes(weights).c_str(),
+      human_bytes(kv_mean).c_str(), bandwidth / 1e9, ideal_ms, step_ms);
+  return 0;
+}
+
+}  // namespace retain

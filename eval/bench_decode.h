@@ -1,0 +1,34 @@
+// `retain bench decode`: long-context batched generation under an eviction policy, timed the way
+// the TrimKV paper reports it (Qwen3-4B, 32k-token prompts, budget M = 1024 entries per KV head,
+// batch 4, 1024 new tokens; 130 tokens/s with HF transformers on an H200). Prints prefill and
+// decode throughput, ms per decode step, live/peak KV bytes, and a roofline line: the bytes one
+// decode step must read (weights + live KV) at the device's measured copy bandwidth, over the
+// measured step time.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace retain {
+
+struct BenchDecodeOptions {
+  std::string model_dir;            // a HF model directory, or empty for a preset
+  std::string preset = "qwen3-4b";  // init-model preset with random weights (made on the device)
+  std::string arch;                 // for the tiny/small presets
+  std::string device = "auto";
+  std::string dtype = "bf16";  // auto | fp32 | bf16 | fp16
+  int64_t context = 32768;     // prompt tokens per sequence
+  double budget = 1024;        // entries per KV head (>= 1) or a fraction of the prompt
+  int64_t batch = 4;
+  int64_t new_tokens = 1024;
+  std::string policy = "dbtrimkv";  // any eviction policy spec; trimkv/dbtrimkv get random gates
+  int64_t chunk = 512;              // prefill chunk (the eager attention is chunk x cache wide)
+  uint64_t seed = 0;
+  int threads = 0;
+  bool json = false;  // one JSON object instead of the table
+};
+
+// Returns 0; throws retain::Error on bad options.
+int run_bench_decode_command(const BenchDecodeOptions& options);
+
+}  // namespace retain
