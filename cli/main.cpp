@@ -24,6 +24,7 @@
 #include "kernels/bench_kernels.h"
 #include "kernels/device_info.h"
 #include "model/init_model.h"
+#include "trainer/bench_train.h"
 #include "trainer/launch.h"
 #include "trainer/trainer.h"
 
@@ -435,6 +436,38 @@ int main(int argc, char** argv) {
   bench_dec_cmd->add_option("--seed", bench_dec.seed)->capture_default_str();
   bench_dec_cmd->add_option("--threads", bench_dec.threads, "CPU threads (0: LibTorch's default)");
   bench_dec_cmd->add_flag("--json", bench_dec.json, "one JSON object instead of the table");
+  retain::BenchTrainOptions bench_tr;
+  auto* bench_tr_cmd = bench_cmd->add_subcommand(
+      "train", "one gate-training step at long context: tokens/s, MFU, memory, time split");
+  auto* tr_model = bench_tr_cmd->add_option("--model", bench_tr.model_dir,
+                                            "HuggingFace model directory (instead of --preset)");
+  bench_tr_cmd
+      ->add_option("--preset", bench_tr.preset,
+                   "init-model preset with random weights made on the device")
+      ->capture_default_str()
+      ->excludes(tr_model);
+  bench_tr_cmd->add_option("--arch", bench_tr.arch, "architecture of the tiny/small presets");
+  bench_tr_cmd->add_option("--device", bench_tr.device, "auto | cpu | cuda | cuda:N")
+      ->capture_default_str();
+  bench_tr_cmd->add_option("--dtype", bench_tr.dtype, "auto | fp32 | bf16 | fp16")
+      ->capture_default_str();
+  bench_tr_cmd->add_option("--seq", bench_tr.seq, "tokens per sequence")->capture_default_str();
+  bench_tr_cmd->add_option("--batch", bench_tr.batch)->capture_default_str();
+  bench_tr_cmd->add_option("--gates", bench_tr.gates, "mlp2 | mlp3")->capture_default_str();
+  bench_tr_cmd->add_option("--gate-width", bench_tr.gate_width)->capture_default_str();
+  bench_tr_cmd->add_option("--memory", bench_tr.memory, "capacity budget M")->capture_default_str();
+  bench_tr_cmd->add_option("--logit-block", bench_tr.logit_block)->capture_default_str();
+  bench_tr_cmd
+      ->add_option("--checkpointing", bench_tr.checkpointing,
+                   "recompute student layers in the backward pass (true | false)")
+      ->capture_default_str();
+  bench_tr_cmd->add_option("--attention", bench_tr.attention, "kernel | reference")
+      ->capture_default_str();
+  bench_tr_cmd->add_option("--iters", bench_tr.iters)->capture_default_str();
+  bench_tr_cmd->add_option("--warmup", bench_tr.warmup)->capture_default_str();
+  bench_tr_cmd->add_option("--seed", bench_tr.seed)->capture_default_str();
+  bench_tr_cmd->add_option("--threads", bench_tr.threads, "CPU threads (0: LibTorch's default)");
+  bench_tr_cmd->add_flag("--json", bench_tr.json, "one JSON object instead of the table");
 
   retain::PrepOptions prep;
   auto* prep_cmd = app.add_subcommand("prep", "tokenize text into HDF5 token shards");
@@ -558,6 +591,7 @@ int main(int argc, char** argv) {
     if (bench_tok_cmd->parsed()) return retain::run_bench_tokenize_command(bench_tok);
     if (bench_kern_cmd->parsed()) return retain::run_bench_kernels_command(bench_kern);
     if (bench_dec_cmd->parsed()) return retain::run_bench_decode_command(bench_dec);
+    if (bench_tr_cmd->parsed()) return retain::run_bench_train_command(bench_tr);
     if (env_cmd->parsed()) return run_env();
     if (prep_cmd->parsed()) {
       retain::run_prep(prep);

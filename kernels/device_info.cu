@@ -1,3 +1,4 @@
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -25,6 +26,16 @@ std::string cuda_device_summary() {
     out += line;
   }
   return out;
+}
+
+int64_t cuda_peak_allocated_bytes(int device) {
+  using c10::CachingAllocator::StatType;
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
+  return stats.allocated_bytes[static_cast<size_t>(StatType::AGGREGATE)].peak;
+}
+
+void cuda_reset_peak_allocated_bytes(int device) {
+  c10::cuda::CUDACachingAllocator::resetPeakStats(device);
 }
 
 }  // namespace retain

@@ -8,4 +8,7 @@ std::string cuda_device_summary() {
   return "CUDA sources not compiled (built with RETAIN_CUDA=OFF)";
 }
 
+int64_t cuda_peak_allocated_bytes(int) { return 0; }
+void cuda_reset_peak_allocated_bytes(int) {}
+
 }  // namespace retain

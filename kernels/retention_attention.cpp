@@ -1,5 +1,7 @@
 #include "kernels/retention_attention.h"
 
+#include <atomic>
+
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <cmath>
@@ -267,11 +269,18 @@ void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
 
 }  // namespace
 
+namespace {
+std::atomic<bool> kernels_enabled{true};
+}  // namespace
+
+void set_retention_kernels_enabled(bool enabled) { kernels_enabled = enabled; }
+bool retention_kernels_enabled() { return kernels_enabled; }
+
 bool retention_attention_uses_kernel(const at::Tensor& q, const at::Tensor& k,
                                      const at::Tensor& log_beta) {
-  return q.is_cuda() && cuda_sources_compiled() && kernel_dtype(q.scalar_type()) &&
-         k.scalar_type() == q.scalar_type() && (q.size(-1) == 64 || q.size(-1) == 128) &&
-         log_beta.scalar_type() == at::kFloat;
+  return kernels_enabled && q.is_cuda() && cuda_sources_compiled() &&
+         kernel_dtype(q.scalar_type()) && k.scalar_type() == q.scalar_type() &&
+         (q.size(-1) == 64 || q.size(-1) == 128) && log_beta.scalar_type() == at::kFloat;
 }
 
 at::Tensor retention_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -303,7 +312,8 @@ at::Tensor retention_attention_reference(const at::Tensor& q, const at::Tensor& 
 }
 
 bool retention_sum_uses_kernel(const at::Tensor& log_beta) {
-  return log_beta.is_cuda() && cuda_sources_compiled() && log_beta.scalar_type() == at::kFloat;
+  return kernels_enabled && log_beta.is_cuda() && cuda_sources_compiled() &&
+         log_beta.scalar_type() == at::kFloat;
 }
 
 at::Tensor retention_sum(const at::Tensor& log_beta, const at::Tensor& positions,

@@ -3,7 +3,7 @@
 # network): unpack the bundle made here by scripts/device-bundle.sh, configure against the
 # machine's own torch, build with every core, then verify and measure:
 #   1. every *_CUDA test, then compute-sanitizer (memcheck, racecheck) on the kernel tests;
-#   2. `retain env`, `retain bench kernels` and `retain bench decode` (TrimKV's setting);
+#   2. `retain env`, `bench kernels`, `bench decode` (TrimKV's setting) and `bench train`;
 #   3. the command line on CUDA: gate training in fp32 and bf16, export, generate under every policy;
 #   4. the whole ctest suite (CPU and GPU tests) on that machine.
 # Logs and one summary (summary.md) go to $OUT (the device tool brings that folder back) or to
@@ -115,6 +115,15 @@ bench() {
   for p in dbtrimkv full; do
     echo "-- bench decode --policy $p"
     timeout "${DECODE_TIMEOUT:-240}" "$BUILD/retain" bench decode --policy $p || return 1
+  done
+  # Gate training on the qwen3-4b shapes: the fused kernels vs the ATen reference, 8k and 32k.
+  local seq a
+  for seq in 8192 32768; do
+    for a in kernel reference; do
+      echo "-- bench train --seq $seq --attention $a"
+      timeout "${TRAIN_TIMEOUT:-180}" "$BUILD/retain" bench train --seq $seq --attention $a \
+        --iters 3 --warmup 1 || return 1
+    done
   done
 }
 # The command line on the GPU: gate training (fp32 and bf16) through the retention kernels, export,

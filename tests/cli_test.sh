@@ -126,6 +126,27 @@ check_error bench-decode-policy "is not known" "$retain" bench decode --preset t
 check_error bench-decode-preset "needs --arch" "$retain" bench decode --preset tiny
 check_error bench-decode-both "excludes" "$retain" bench decode --preset tiny --model "$model"
 
+# bench train: a tiny preset, every field, both attention paths, and its option errors.
+for a in kernel reference; do
+  check "bench-train-$a" "$retain" bench train --preset tiny --arch qwen3 --dtype fp32 --device cpu \
+    --seq 128 --batch 2 --gate-width 8 --iters 2 --warmup 1 --attention $a --json
+  python3 - "$work/out.txt" "$a" <<'PY' || failures=$((failures + 1))
+import json, sys
+r = json.loads(open(sys.argv[1]).read())
+for k in ["tokens_per_s", "step_ms", "model_tflops_per_step", "achieved_tflops", "matmul_tflops_measured",
+          "mfu", "peak_memory_bytes"]:
+    assert r[k] > 0, (k, r.get(k))
+for k in ["teacher_forward", "student_forward", "losses", "backward", "optimizer"]:
+    assert r["time_ms"][k] > 0, (k, r["time_ms"])
+assert r["attention"] == sys.argv[2] and r["seq"] == 128 and r["batch"] == 2, r
+assert r["loss"] == r["loss"], "NaN loss"
+print(f"ok   bench train {sys.argv[2]} fields (mfu {r['mfu']:.3f})")
+PY
+done
+check_error bench-train-attention "expected kernel or reference" "$retain" bench train --preset tiny --arch qwen3 --attention flash
+check_error bench-train-seq "--seq must be >= 2" "$retain" bench train --preset tiny --arch qwen3 --seq 1
+check_error bench-train-gates "gates" "$retain" bench train --preset tiny --arch qwen3 --gates mlp9 --seq 16
+
 # Only meaningful where no GPU is visible (a GPU machine runs the same suite through gpu-run.sh).
 if ! "$retain" env 2>/dev/null | grep -q "CUDA available to LibTorch: yes"; then
   check_error no-cuda "no CUDA device" "$retain" generate --model "$model" --prompt-ids 1 --device cuda

@@ -1,0 +1,241 @@
+#include "trainer/bench_train.h"
+
+#include <ATen/Parallel.h>
+#include <torch/cuda.h>
+#include <torch/optim/adamw.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "core/device.h"
+#include "core/error.h"
+#include "core/json.h"
+#include "gates/gate_bank.h"
+#include "gates/gated_attention.h"
+#include "gates/losses.h"
+#include "kernels/device_info.h"
+#include "kernels/retention_attention.h"
+#include "model/decoder.h"
+#include "model/init_model.h"
+
+namespace retain {
+namespace {
+
+void check_options(const BenchTrainOptions& o) {
+  RETAIN_CHECK(o.seq >= 2, "bench train: --seq must be >= 2, found ", o.seq);
+  RETAIN_CHECK(o.batch >= 1, "bench train: --batch must be >= 1, found ", o.batch);
+  RETAIN_CHECK(o.iters >= 1 && o.warmup >= 0,
+               "bench train: --iters must be >= 1 and --warmup >= 0");
+  RETAIN_CHECK(o.attention == "kernel" || o.attention == "reference", "bench train: --attention '",
+               o.attention, "' (expected kernel or reference)");
+  RETAIN_CHECK(o.memory > 0, "bench train: --memory must be positive, found ", o.memory);
+  RETAIN_CHECK(o.logit_block >= 1, "bench train: --logit-block must be >= 1");
+}
+
+std::unique_ptr<Decoder> make_model(const BenchTrainOptions& o, c10::Device device) {
+  if (!o.model_dir.empty()) {
+    ModelConfig config = ModelConfig::load(o.model_dir);
+    return std::make_unique<Decoder>(
+        Decoder::load(o.model_dir, {resolve_dtype(o.dtype, device, config.dtype), device}));
+  }
+  ModelConfig config =
+      ModelConfig::from_json(preset_config(o.arch, o.preset), "preset " + o.preset);
+  return std::make_unique<Decoder>(
+      Decoder::random(config, {resolve_dtype(o.dtype, device, config.dtype), device}, o.seed));
+}
+
+// Model FLOPs of one step per token, the usual convention (recomputation not counted):
+//   matrix products: teacher forward + student forward + backward through the activations only
+//   (the base is frozen: no weight gradients) = 3 x 2 P, P = the multiply-accumulates per token
+//   of every projection and the LM head; attention (causal, T/2 keys on average): 2 L H D T per
+//   forward, the backward 2.5 x that.
+double step_flops_per_token(const ModelConfig& c, int64_t t) {
+  const double d = static_cast<double>(c.hidden_size),
+               q = static_cast<double>(c.num_heads) * static_cast<double>(c.head_dim),
+               kv = static_cast<double>(c.num_kv_heads) * static_cast<double>(c.head_dim),
+               ff = static_cast<double>(c.intermediate_size);
+  const double per_layer = d * q + 2 * d * kv + q * d + 3 * d * ff;
+  const double macs =
+      static_cast<double>(c.num_layers) * per_layer + d * static_cast<double>(c.vocab_size);
+  const double attention = 2.0 * static_cast<double>(c.num_layers) * q * static_cast<double>(t);
+  return 3.0 * 2.0 * macs + (1.0 + 1.0 + 2.5) * attention;
+}
+
+void sync(c10::Device device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+// FLOP/s of a large matrix product in `dtype` on `device` (8192^3 on a GPU, 2048^3 on the CPU).
+double matmul_rate(c10::Device device, at::ScalarType dtype) {
+  const int64_t n = device.is_cuda() ? 8192 : 2048;
+  auto opts = at::TensorOptions().device(device).dtype(dtype);
+  auto a = at::randn({n, n}, opts), b = at::randn({n, n}, opts);
+  const int warmup = 2, iters = device.is_cuda() ? 10 : 3;
+  for (int i = 0; i < warmup; ++i) at::mm(a, b);
+  sync(device);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) at::mm(a, b);
+  sync(device);
+  const std::chrono::duration<double> s = std::chrono::steady_clock::now() - start;
+  return 2.0 * static_cast<double>(n) * n * n * iters / s.count();
+}
+
+// Peak resident memory of this process (VmHWM), for CPU runs.
+int64_t peak_rss_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string key;
+  while (in >> key) {
+    if (key == "VmHWM:") {
+      int64_t kib = 0;
+      in >> kib;
+      return kib * 1024;
+    }
+    std::getline(in, key);
+  }
+  return 0;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int run_bench_train_command(const BenchTrainOptions& o) {
+  check_options(o);
+  if (o.threads > 0) at::set_num_threads(o.threads);
+  const c10::Device device = resolve_device(o.device);
+  set_retention_kernels_enabled(o.attention == "kernel");
+  auto model = make_model(o, device);
+  const ModelConfig& c = model->config();
+  GateConfig g;
+  g.arch = o.gates;
+  g.width = o.gate_width;
+  g.validate("bench train");
+  GateBank gates(g, c, device, o.seed + 1);
+  torch::optim::AdamW optimizer(gates.parameters(), torch::optim::AdamWOptions(1e-3));
+  BaseLossTerms terms;
+  terms.fwkl = true;
+
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed);
+  auto ids = at::randint(0, c.vocab_size, {o.batch, o.seq}, gen, at::kLong).to(device);
+  auto positions = at::arange(o.seq, at::kLong).expand({o.batch, o.seq}).contiguous().to(device);
+  auto segments = at::zeros({o.batch, o.seq}, at::kLong).to(device);
+  auto loss_mask = at::ones({o.batch, o.seq}, at::kBool).to(device);
+
+  Json resolved = {
+      {"model", o.model_dir.empty() ? "preset " + o.preset + " (random weights)" : o.model_dir},
+      {"model_type", c.model_type},
+      {"device", device.str()},
+      {"dtype", c10::toString(model->dtype())},
+      {"seq", o.seq},
+      {"batch", o.batch},
+      {"gates", g.to_json()},
+      {"memory", o.memory},
+      {"logit_block", o.logit_block},
+      {"activation_checkpointing", o.checkpointing},
+      {"attention", o.attention},
+      {"iters", o.iters},
+      {"warmup", o.warmup}};
+  if (!o.json) std::cerr << "bench train, resolved:\n" << resolved.dump(2) << "\n";
+
+  // Phases, each closed by a device synchronisation so its time is its own.
+  std::vector<double> teacher_s, student_s, loss_s, backward_s, optim_s, step_s;
+  if (device.is_cuda()) cuda_reset_peak_allocated_bytes(device.index());
+  double last_loss = 0;
+  for (int it = 0; it < o.warmup + o.iters; ++it) {
+    using Clock = std::chrono::steady_clock;
+    auto seconds = [](Clock::time_point a, Clock::time_point b) {
+      return std::chrono::duration<double>(b - a).count();
+    };
+    sync(device);
+    const auto t0 = Clock::now();
+    at::Tensor teacher_hidden;
+    {
+      at::NoGradGuard no_grad;
+      GatedAttentionHook teacher(nullptr, segments);
+      teacher_hidden = model->forward_hidden(ids, positions, ForwardContext{nullptr, &teacher});
+    }
+    sync(device);
+    const auto t1 = Clock::now();
+    GatedAttentionHook student(&gates, segments);
+    auto hidden =
+        model->forward_hidden(ids, positions, ForwardContext{nullptr, &student, o.checkpointing});
+    sync(device);
+    const auto t2 = Clock::now();
+    LossSums sums = base_loss_sums(*model, hidden, teacher_hidden, ids, segments, loss_mask, terms,
+                                   o.logit_block);
+    CapacitySums cap =
+        capacity_sums(student.log_betas(), positions, segments, o.memory, CapacityMode::kGlobal);
+    auto loss = sums.fwkl / static_cast<double>(std::max<int64_t>(sums.kl_tokens, 1)) +
+                cap.sum / static_cast<double>(std::max<int64_t>(cap.positive, 1));
+    sync(device);
+    const auto t3 = Clock::now();
+    optimizer.zero_grad();
+    loss.backward();
+    sync(device);
+    const auto t4 = Clock::now();
+    optimizer.step();
+    sync(device);
+    const auto t5 = Clock::now();
+    last_loss = loss.item<double>();
+    RETAIN_CHECK(std::isfinite(last_loss), "bench train: the loss is not finite (", last_loss, ")");
+    if (it < o.warmup) continue;
+    teacher_s.push_back(seconds(t0, t1));
+    student_s.push_back(seconds(t1, t2));
+    loss_s.push_back(seconds(t2, t3));
+    backward_s.push_back(seconds(t3, t4));
+    optim_s.push_back(seconds(t4, t5));
+    step_s.push_back(seconds(t0, t5));
+  }
+  const double step = median(step_s);
+  const double tokens = static_cast<double>(o.batch * o.seq);
+  const double rate = tokens / step;
+  const double flops = step_flops_per_token(c, o.seq) * tokens;
+  const double peak_rate = matmul_rate(device, model->dtype());
+  const int64_t peak_memory =
+      device.is_cuda() ? cuda_peak_allocated_bytes(device.index()) : peak_rss_bytes();
+
+  Json out = resolved;
+  out["tokens_per_s"] = rate;
+  out["step_ms"] = step * 1e3;
+  out["model_tflops_per_step"] = flops / 1e12;
+  out["achieved_tflops"] = flops / step / 1e12;
+  out["matmul_tflops_measured"] = peak_rate / 1e12;
+  out["mfu"] = flops / step / peak_rate;
+  out["peak_memory_bytes"] = peak_memory;
+  out["peak_memory_kind"] = device.is_cuda() ? "CUDA allocator peak" : "process peak RSS";
+  out["time_ms"] = {{"teacher_forward", median(teacher_s) * 1e3},
+                    {"student_forward", median(student_s) * 1e3},
+                    {"losses", median(loss_s) * 1e3},
+                    {"backward", median(backward_s) * 1e3},
+                    {"optimizer", median(optim_s) * 1e3},
+                    {"all_reduce", 0.0}};
+  out["loss"] = last_loss;
+  if (o.json) {
+    std::cout << out.dump() << std::endl;
+    return 0;
+  }
+  std::printf("step         %10.1f tokens/s  (%lld x %lld tokens, median %.1f ms of %d steps)\n",
+              rate, static_cast<long long>(o.batch), static_cast<long long>(o.seq), step * 1e3,
+              o.iters);
+  std::printf(
+      "MFU          %9.1f%%  (%.3g TFLOP/s of model FLOPs; measured %s matmul %.3g TFLOP/s)\n",
+      100.0 * flops / step / peak_rate, flops / step / 1e12, c10::toString(model->dtype()),
+      peak_rate / 1e12);
+  std::printf("memory       %.2f GB (%s)\n", static_cast<double>(peak_memory) / 1e9,
+              device.is_cuda() ? "CUDA allocator peak" : "process peak RSS");
+  std::printf(
+      "time split   teacher %.1f ms, student %.1f ms, losses %.1f ms, backward %.1f ms, "
+      "optimizer %.1f ms, all-reduce 0 (one process)\n",
+      median(teacher_s) * 1e3, median(student_s) * 1e3, median(loss_s) * 1e3,
+      median(backward_s) * 1e3, median(optim_s) * 1e3);
+  return 0;
+}
+
+}  // namespace retain
