@@ -116,14 +116,14 @@ bench() {
     echo "-- bench decode --policy $p"
     timeout "${DECODE_TIMEOUT:-240}" "$BUILD/retain" bench decode --policy $p || return 1
   done
-  # Gate training on the qwen3-4b shapes: the fused kernels vs the ATen reference, 8k and 32k.
-  local seq a
-  for seq in 8192 32768; do
-    for a in kernel reference; do
-      echo "-- bench train --seq $seq --attention $a"
-      timeout "${TRAIN_TIMEOUT:-180}" "$BUILD/retain" bench train --seq $seq --attention $a \
-        --iters 3 --warmup 1 || return 1
-    done
+  # Gate training on the qwen3-4b shapes: the fused kernels at 8k and 32k, the ATen reference at
+  # 8k (its small blocks make 32k take minutes).
+  local run
+  for run in "8192 kernel" "8192 reference" "32768 kernel"; do
+    set -- $run
+    echo "-- bench train --seq $1 --attention $2"
+    timeout "${TRAIN_TIMEOUT:-180}" "$BUILD/retain" bench train --seq $1 --attention $2 \
+      --iters 3 --warmup 1 || return 1
   done
 }
 # The command line on the GPU: gate training (fp32 and bf16) through the retention kernels, export,
