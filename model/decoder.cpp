@@ -5,6 +5,7 @@
 #include <cmath>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/checkpoint.h"
 #include "core/error.h"
@@ -63,12 +64,10 @@ Decoder Decoder::load(const fs::path& model_dir, const LoadOptions& options) {
     param.copy_(ckpt.tensor(spec.name));
     params.emplace_back(spec.name, param);
   }
+  std::unordered_set<std::string> used{"lm_head.weight"};  // a tied head may still be stored
+  for (const auto& [name, _] : params) used.insert(name);
   size_t unused = 0;
-  for (const auto& name : ckpt.names()) {
-    bool used = name == "lm_head.weight";
-    for (const auto& [n, _] : params) used = used || n == name;
-    if (!used) ++unused;
-  }
+  for (const auto& name : ckpt.names()) unused += used.count(name) ? 0 : 1;
   if (unused > 0)
     log_warn(ckpt.where(), ": ", unused, " tensors are not used by the ", config.model_type,
              " decoder");
