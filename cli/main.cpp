@@ -42,6 +42,20 @@ void add_model_flags(CLI::App* cmd, retain::ModelFlags& flags) {
                   "directory that relative policy gates= paths are resolved against");
 }
 
+// The base model of `bench decode` / `bench train`: a directory or a preset made on the device.
+void add_bench_model_flags(CLI::App* cmd, retain::BenchModelOptions& o) {
+  auto* dir =
+      cmd->add_option("--model", o.model_dir, "HuggingFace model directory (instead of --preset)");
+  cmd->add_option("--preset", o.preset, "init-model preset with random weights made on the device")
+      ->capture_default_str()
+      ->excludes(dir);
+  cmd->add_option("--arch", o.arch, "architecture of the tiny/small presets");
+  cmd->add_option("--device", o.device, "auto | cpu | cuda | cuda:N")->capture_default_str();
+  cmd->add_option("--dtype", o.dtype, "auto | fp32 | bf16 | fp16")->capture_default_str();
+  cmd->add_option("--seed", o.seed, "weights, gates and inputs")->capture_default_str();
+  cmd->add_option("--threads", o.threads, "CPU threads (0: LibTorch's default)");
+}
+
 void add_chat_flags(CLI::App* cmd, retain::ChatFlags& flags) {
   cmd->add_flag("--chat", flags.chat, "render the prompt with the model's chat template");
   cmd->add_flag("--no-chat", flags.no_chat, "use the raw prompt (BOS + text)");
@@ -409,18 +423,7 @@ int main(int argc, char** argv) {
   retain::BenchDecodeOptions bench_dec;
   auto* bench_dec_cmd = bench_cmd->add_subcommand(
       "decode", "batched long-context generation under a policy: tokens/s, KV bytes, roofline");
-  auto* dec_model = bench_dec_cmd->add_option("--model", bench_dec.model_dir,
-                                              "HuggingFace model directory (instead of --preset)");
-  bench_dec_cmd
-      ->add_option("--preset", bench_dec.preset,
-                   "init-model preset with random weights made on the device")
-      ->capture_default_str()
-      ->excludes(dec_model);
-  bench_dec_cmd->add_option("--arch", bench_dec.arch, "architecture of the tiny/small presets");
-  bench_dec_cmd->add_option("--device", bench_dec.device, "auto | cpu | cuda | cuda:N")
-      ->capture_default_str();
-  bench_dec_cmd->add_option("--dtype", bench_dec.dtype, "auto | fp32 | bf16 | fp16")
-      ->capture_default_str();
+  add_bench_model_flags(bench_dec_cmd, bench_dec.model);
   bench_dec_cmd->add_option("--context", bench_dec.context, "prompt tokens per sequence")
       ->capture_default_str();
   bench_dec_cmd
@@ -433,24 +436,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bench_dec_cmd->add_option("--chunk", bench_dec.chunk, "prefill chunk in tokens (0: whole prompt)")
       ->capture_default_str();
-  bench_dec_cmd->add_option("--seed", bench_dec.seed)->capture_default_str();
-  bench_dec_cmd->add_option("--threads", bench_dec.threads, "CPU threads (0: LibTorch's default)");
   bench_dec_cmd->add_flag("--json", bench_dec.json, "one JSON object instead of the table");
   retain::BenchTrainOptions bench_tr;
   auto* bench_tr_cmd = bench_cmd->add_subcommand(
       "train", "one gate-training step at long context: tokens/s, MFU, memory, time split");
-  auto* tr_model = bench_tr_cmd->add_option("--model", bench_tr.model_dir,
-                                            "HuggingFace model directory (instead of --preset)");
-  bench_tr_cmd
-      ->add_option("--preset", bench_tr.preset,
-                   "init-model preset with random weights made on the device")
-      ->capture_default_str()
-      ->excludes(tr_model);
-  bench_tr_cmd->add_option("--arch", bench_tr.arch, "architecture of the tiny/small presets");
-  bench_tr_cmd->add_option("--device", bench_tr.device, "auto | cpu | cuda | cuda:N")
-      ->capture_default_str();
-  bench_tr_cmd->add_option("--dtype", bench_tr.dtype, "auto | fp32 | bf16 | fp16")
-      ->capture_default_str();
+  add_bench_model_flags(bench_tr_cmd, bench_tr.model);
   bench_tr_cmd->add_option("--seq", bench_tr.seq, "tokens per sequence")->capture_default_str();
   bench_tr_cmd->add_option("--batch", bench_tr.batch)->capture_default_str();
   bench_tr_cmd->add_option("--gates", bench_tr.gates, "mlp2 | mlp3")->capture_default_str();
@@ -465,8 +455,6 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bench_tr_cmd->add_option("--iters", bench_tr.iters)->capture_default_str();
   bench_tr_cmd->add_option("--warmup", bench_tr.warmup)->capture_default_str();
-  bench_tr_cmd->add_option("--seed", bench_tr.seed)->capture_default_str();
-  bench_tr_cmd->add_option("--threads", bench_tr.threads, "CPU threads (0: LibTorch's default)");
   bench_tr_cmd->add_flag("--json", bench_tr.json, "one JSON object instead of the table");
 
   retain::PrepOptions prep;

@@ -1,6 +1,5 @@
 #include "eval/bench_decode.h"
 
-#include <ATen/Parallel.h>
 #include <torch/cuda.h>
 
 #include <cstdio>
@@ -16,7 +15,6 @@
 #include "kernels/bench_kernels.h"
 #include "model/decoder.h"
 #include "model/generate.h"
-#include "model/init_model.h"
 
 namespace retain {
 namespace {
@@ -30,18 +28,6 @@ void check_options(const BenchDecodeOptions& o) {
                o.new_tokens);
   RETAIN_CHECK(o.chunk >= 0, "bench decode: --chunk must be >= 0, found ", o.chunk);
   RETAIN_CHECK(o.budget > 0, "bench decode: --budget must be > 0, found ", o.budget);
-}
-
-std::unique_ptr<Decoder> make_model(const BenchDecodeOptions& o, c10::Device device) {
-  if (!o.model_dir.empty()) {
-    ModelConfig config = ModelConfig::load(o.model_dir);
-    LoadOptions load{resolve_dtype(o.dtype, device, config.dtype), device};
-    return std::make_unique<Decoder>(Decoder::load(o.model_dir, load));
-  }
-  Json config = preset_config(o.arch, o.preset);
-  ModelConfig model_config = ModelConfig::from_json(config, "preset " + o.preset);
-  LoadOptions load{resolve_dtype(o.dtype, device, model_config.dtype), device};
-  return std::make_unique<Decoder>(Decoder::random(model_config, load, o.seed));
 }
 
 // Learned-gate policies get random gates of the right architecture: the work per step is the same
@@ -68,27 +54,24 @@ std::string human_bytes(double bytes) {
 
 int run_bench_decode_command(const BenchDecodeOptions& o) {
   check_options(o);
-  if (o.threads > 0) at::set_num_threads(o.threads);
-  const c10::Device device = resolve_device(o.device);
-  auto model = make_model(o, device);
+  auto model = load_bench_model(o.model);
+  const c10::Device device = model->device();
   const ModelConfig& c = model->config();
   PolicyOptions policy = parse_policy(o.policy);
   RETAIN_CHECK(policy.gates.empty(),
                "bench decode: gates= files are not read here (random gates of the policy's "
                "architecture are used); drop gates= from --policy");
-  auto gates = make_gates(policy, c, device, o.seed + 1);
+  auto gates = make_gates(policy, c, device, o.model.seed + 1);
   const int64_t chunk = o.chunk > 0 ? o.chunk : o.context;
 
   // Random prompt ids (seeded), every row of the batch the same length.
-  auto generator = at::make_generator<at::CPUGeneratorImpl>(o.seed);
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(o.model.seed);
   auto ids = at::randint(0, c.vocab_size, {o.batch, o.context}, generator, at::kLong);
   std::vector<std::vector<int64_t>> prompts;
   for (int64_t r = 0; r < o.batch; ++r)
     prompts.emplace_back(ids[r].data_ptr<int64_t>(), ids[r].data_ptr<int64_t>() + o.context);
 
-  const std::string source =
-      o.model_dir.empty() ? "preset " + o.preset + " (random weights)" : o.model_dir;
-  Json resolved = {{"model", source},
+  Json resolved = {{"model", o.model.describe()},
                    {"model_type", c.model_type},
                    {"layers", c.num_layers},
                    {"kv_heads", c.num_kv_heads},
@@ -101,7 +84,7 @@ int run_bench_decode_command(const BenchDecodeOptions& o) {
                    {"policy", o.policy},
                    {"budget", policy.kind == PolicyKind::kFull ? Json(nullptr) : Json(o.budget)},
                    {"chunk", chunk},
-                   {"seed", o.seed}};
+                   {"seed", o.model.seed}};
   if (!o.json) std::cerr << "bench decode, resolved:\n" << resolved.dump(2) << "\n";
 
   SamplingOptions sampling;  // greedy, no stop ids: every row runs to new_tokens

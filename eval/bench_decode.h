@@ -9,23 +9,19 @@
 #include <cstdint>
 #include <string>
 
+#include "model/bench_model.h"
+
 namespace retain {
 
 struct BenchDecodeOptions {
-  std::string model_dir;            // a HF model directory, or empty for a preset
-  std::string preset = "qwen3-4b";  // init-model preset with random weights (made on the device)
-  std::string arch;                 // for the tiny/small presets
-  std::string device = "auto";
-  std::string dtype = "bf16";  // auto | fp32 | bf16 | fp16
-  int64_t context = 32768;     // prompt tokens per sequence
-  double budget = 1024;        // entries per KV head (>= 1) or a fraction of the prompt
+  BenchModelOptions model;
+  int64_t context = 32768;  // prompt tokens per sequence
+  double budget = 1024;     // entries per KV head (>= 1) or a fraction of the prompt
   int64_t batch = 4;
   int64_t new_tokens = 1024;
   std::string policy = "dbtrimkv";  // any eviction policy spec; trimkv/dbtrimkv get random gates
   int64_t chunk = 512;              // prefill chunk (the eager attention is chunk x cache wide)
-  uint64_t seed = 0;
-  int threads = 0;
-  bool json = false;  // one JSON object instead of the table
+  bool json = false;                // one JSON object instead of the table
 };
 
 // Returns 0; throws retain::Error on bad options.

@@ -1,6 +1,5 @@
 #include "trainer/bench_train.h"
 
-#include <ATen/Parallel.h>
 #include <torch/cuda.h>
 #include <torch/optim/adamw.h>
 
@@ -20,7 +19,6 @@
 #include "kernels/device_info.h"
 #include "kernels/retention_attention.h"
 #include "model/decoder.h"
-#include "model/init_model.h"
 
 namespace retain {
 namespace {
@@ -34,18 +32,6 @@ void check_options(const BenchTrainOptions& o) {
                o.attention, "' (expected kernel or reference)");
   RETAIN_CHECK(o.memory > 0, "bench train: --memory must be positive, found ", o.memory);
   RETAIN_CHECK(o.logit_block >= 1, "bench train: --logit-block must be >= 1");
-}
-
-std::unique_ptr<Decoder> make_model(const BenchTrainOptions& o, c10::Device device) {
-  if (!o.model_dir.empty()) {
-    ModelConfig config = ModelConfig::load(o.model_dir);
-    return std::make_unique<Decoder>(
-        Decoder::load(o.model_dir, {resolve_dtype(o.dtype, device, config.dtype), device}));
-  }
-  ModelConfig config =
-      ModelConfig::from_json(preset_config(o.arch, o.preset), "preset " + o.preset);
-  return std::make_unique<Decoder>(
-      Decoder::random(config, {resolve_dtype(o.dtype, device, config.dtype), device}, o.seed));
 }
 
 // Model FLOPs of one step per token, the usual convention (recomputation not counted):
@@ -108,40 +94,38 @@ double median(std::vector<double> v) {
 
 int run_bench_train_command(const BenchTrainOptions& o) {
   check_options(o);
-  if (o.threads > 0) at::set_num_threads(o.threads);
-  const c10::Device device = resolve_device(o.device);
   set_retention_kernels_enabled(o.attention == "kernel");
-  auto model = make_model(o, device);
+  auto model = load_bench_model(o.model);
+  const c10::Device device = model->device();
   const ModelConfig& c = model->config();
   GateConfig g;
   g.arch = o.gates;
   g.width = o.gate_width;
   g.validate("bench train");
-  GateBank gates(g, c, device, o.seed + 1);
+  GateBank gates(g, c, device, o.model.seed + 1);
   torch::optim::AdamW optimizer(gates.parameters(), torch::optim::AdamWOptions(1e-3));
   BaseLossTerms terms;
   terms.fwkl = true;
 
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(o.model.seed);
   auto ids = at::randint(0, c.vocab_size, {o.batch, o.seq}, gen, at::kLong).to(device);
   auto positions = at::arange(o.seq, at::kLong).expand({o.batch, o.seq}).contiguous().to(device);
   auto segments = at::zeros({o.batch, o.seq}, at::kLong).to(device);
   auto loss_mask = at::ones({o.batch, o.seq}, at::kBool).to(device);
 
-  Json resolved = {
-      {"model", o.model_dir.empty() ? "preset " + o.preset + " (random weights)" : o.model_dir},
-      {"model_type", c.model_type},
-      {"device", device.str()},
-      {"dtype", c10::toString(model->dtype())},
-      {"seq", o.seq},
-      {"batch", o.batch},
-      {"gates", g.to_json()},
-      {"memory", o.memory},
-      {"logit_block", o.logit_block},
-      {"activation_checkpointing", o.checkpointing},
-      {"attention", o.attention},
-      {"iters", o.iters},
-      {"warmup", o.warmup}};
+  Json resolved = {{"model", o.model.describe()},
+                   {"model_type", c.model_type},
+                   {"device", device.str()},
+                   {"dtype", c10::toString(model->dtype())},
+                   {"seq", o.seq},
+                   {"batch", o.batch},
+                   {"gates", g.to_json()},
+                   {"memory", o.memory},
+                   {"logit_block", o.logit_block},
+                   {"activation_checkpointing", o.checkpointing},
+                   {"attention", o.attention},
+                   {"iters", o.iters},
+                   {"warmup", o.warmup}};
   if (!o.json) std::cerr << "bench train, resolved:\n" << resolved.dump(2) << "\n";
 
   // Phases, each closed by a device synchronisation so its time is its own.

@@ -8,14 +8,12 @@
 #include <cstdint>
 #include <string>
 
+#include "model/bench_model.h"
+
 namespace retain {
 
 struct BenchTrainOptions {
-  std::string model_dir;            // a HF model directory, or empty for a preset
-  std::string preset = "qwen3-4b";  // init-model preset with random weights (made on the device)
-  std::string arch;                 // for the tiny/small presets
-  std::string device = "auto";
-  std::string dtype = "bf16";
+  BenchModelOptions model;
   int64_t seq = 8192;  // tokens per sequence (one document)
   int64_t batch = 1;
   std::string gates = "mlp3";  // gate architecture: mlp2 | mlp3
@@ -26,8 +24,6 @@ struct BenchTrainOptions {
   std::string attention = "kernel";  // kernel | reference (the retention attention path)
   int iters = 5;
   int warmup = 2;
-  uint64_t seed = 0;
-  int threads = 0;
   bool json = false;
 };
 
