@@ -108,13 +108,15 @@ sanitize() {
   return $ok
 }
 bench() {
-  "$BUILD/retain" env && "$BUILD/retain" bench kernels || return 1
+  local ok=0
+  "$BUILD/retain" env && "$BUILD/retain" bench kernels || ok=1
   # The TrimKV paper's decode setting (qwen3-4b shapes, 32k prompts, M 1024, batch 4, 1024 new
-  # tokens), with learned-gate eviction and with the full cache.
+  # tokens), with learned-gate eviction and with the full cache. One JSON line each in bench.jsonl.
   local p
   for p in dbtrimkv full; do
     echo "-- bench decode --policy $p"
-    timeout "${DECODE_TIMEOUT:-240}" "$BUILD/retain" bench decode --policy $p || return 1
+    timeout "${DECODE_TIMEOUT:-240}" "$BUILD/retain" bench decode --policy $p --json |
+      tee -a "$OUT/bench.jsonl" || ok=1
   done
   # Gate training on the qwen3-4b shapes: the fused kernels at 8k and 32k, the ATen reference at
   # 8k (its small blocks make 32k take minutes).
@@ -123,8 +125,35 @@ bench() {
     set -- $run
     echo "-- bench train --seq $1 --attention $2"
     timeout "${TRAIN_TIMEOUT:-180}" "$BUILD/retain" bench train --seq $1 --attention $2 \
-      --iters 3 --warmup 1 || return 1
+      --iters 3 --warmup 1 --json | tee -a "$OUT/bench.jsonl" || ok=1
   done
+  return $ok
+}
+# bench.jsonl as markdown tables (python3 is the machine's torch Python).
+bench_tables() {
+  [ -s "$OUT/bench.jsonl" ] || return 0
+  "$PYTHON" - "$OUT/bench.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+dec = [r for r in rows if "decode_tokens_per_s" in r]
+tr = [r for r in rows if "mfu" in r]
+if dec:
+    print("| bench decode | prefill tok/s | decode tok/s | ms/step | KV end / full (GB) | roofline |")
+    print("|---|---|---|---|---|---|")
+    for r in dec:
+        print(f"| {r['policy']} B{r['batch']} {r['context']}+{r['new_tokens']} | {r['prefill_tokens_per_s']:.0f} | "
+              f"{r['decode_tokens_per_s']:.0f} | {r['ms_per_decode_step']:.2f} | "
+              f"{r['kv_bytes_end'] / 1e9:.2f} / {r['kv_bytes_full_cache'] / 1e9:.2f} | {100 * r['roofline_fraction']:.1f}% |")
+    print()
+if tr:
+    print("| bench train | tokens/s | step ms | MFU | peak GB | teacher / student / losses / backward / optim ms |")
+    print("|---|---|---|---|---|---|")
+    for r in tr:
+        t = r["time_ms"]
+        print(f"| {r['attention']} T{r['seq']} | {r['tokens_per_s']:.0f} | {r['step_ms']:.0f} | {100 * r['mfu']:.1f}% | "
+              f"{r['peak_memory_bytes'] / 1e9:.1f} | {t['teacher_forward']:.0f} / {t['student_forward']:.0f} / "
+              f"{t['losses']:.0f} / {t['backward']:.0f} / {t['optimizer']:.0f} |")
+PY
 }
 # The command line on the GPU: gate training (fp32 and bf16) through the retention kernels, export,
 # and generation under every policy with the trained gates.
@@ -153,7 +182,7 @@ for step in $STEPS; do
     build) run_step build build.log configure_and_build || true ;;
     cuda) run_step "ctest -R _CUDA" cuda.log cuda_tests ;;
     sanitize) run_step "compute-sanitizer" sanitize.log sanitize ;;
-    bench) run_step "bench kernels" bench.log bench ;;
+    bench) run_step "benchmarks" bench.log bench ;;
     smoke) run_step "CLI on CUDA (train, export, generate)" smoke.log smoke ;;
     suite) run_step "ctest (all but _CUDA)" suite.log suite ;;
     *) echo "unknown step '$step' (expected build cuda bench smoke sanitize suite)"; exit 2 ;;
@@ -165,11 +194,18 @@ done
 
 {
   echo
-  for log in cuda.log bench.log smoke.log; do
+  bench_tables
+  if [ -f "$OUT/bench.log" ]; then
+    echo "## bench kernels"
+    echo '```'
+    grep -E '^(bf16,|retention_|decode_attention|compact_cache|device copy)' "$OUT/bench.log"
+    echo '```'
+  fi
+  for log in cuda.log smoke.log; do
     [ -f "$OUT/$log" ] || continue
     echo "## $log (tail)"
     echo '```'
-    tail -40 "$OUT/$log"
+    tail -25 "$OUT/$log"
     echo '```'
   done
 } >> "$SUMMARY"
