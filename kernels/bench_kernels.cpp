@@ -18,12 +18,15 @@ namespace {
 
 // Mean milliseconds of fn over `iters` calls after `warmup` calls, device synchronised.
 template <typename Fn>
-double time_ms(Fn&& fn, int warmup, int iters) {
+double time_ms(Fn&& fn, int warmup, int iters, c10::Device device = at::kCUDA) {
+  auto sync = [&] {
+    if (device.is_cuda()) torch::cuda::synchronize(device.index());
+  };
   for (int i = 0; i < warmup; ++i) fn();
-  torch::cuda::synchronize();
+  sync();
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i) fn();
-  torch::cuda::synchronize();
+  sync();
   const std::chrono::duration<double, std::milli> elapsed =
       std::chrono::steady_clock::now() - start;
   return elapsed.count() / iters;
@@ -144,17 +147,16 @@ double device_copy_bandwidth(c10::Device device) {
   const int64_t bytes = device.is_cuda() ? int64_t{1} << 30 : int64_t{256} << 20;
   auto opts = at::TensorOptions().device(device).dtype(at::kByte);
   auto src = at::ones({bytes}, opts), dst = at::empty({bytes}, opts);
-  auto sync = [&] {
-    if (device.is_cuda()) torch::cuda::synchronize(device.index());
-  };
-  const int warmup = 2, iters = 10;
-  for (int i = 0; i < warmup; ++i) dst.copy_(src);
-  sync();
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) dst.copy_(src);
-  sync();
-  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-  return 2.0 * static_cast<double>(bytes) * iters / elapsed.count();
+  const double ms = time_ms([&] { dst.copy_(src); }, 2, 10, device);
+  return 2.0 * static_cast<double>(bytes) / (ms * 1e-3);
+}
+
+double device_matmul_rate(c10::Device device, at::ScalarType dtype) {
+  const int64_t n = device.is_cuda() ? 8192 : 2048;
+  auto opts = at::TensorOptions().device(device).dtype(dtype);
+  auto a = at::randn({n, n}, opts), b = at::randn({n, n}, opts);
+  const double ms = time_ms([&] { at::mm(a, b); }, 2, device.is_cuda() ? 10 : 3, device);
+  return 2.0 * static_cast<double>(n) * n * n / (ms * 1e-3);
 }
 
 int run_bench_kernels_command(const BenchKernelsOptions& o) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
 
 namespace retain {
 
@@ -26,6 +27,9 @@ struct BenchKernelsOptions {
 // Bytes per second (read + written) of a large copy within `device` (1 GiB on a GPU, 256 MiB on
 // the CPU): the bandwidth the roofline figures of the benchmarks divide by.
 double device_copy_bandwidth(c10::Device device);
+// FLOP/s of a large matrix product in `dtype` (8192^3 on a GPU, 2048^3 on the CPU): the ceiling
+// the MFU of `bench train` divides by (measured, not the datasheet's).
+double device_matmul_rate(c10::Device device, c10::ScalarType dtype);
 
 // Prints one table; returns 0. Throws when there is no CUDA device.
 int run_bench_kernels_command(const BenchKernelsOptions& options);

@@ -274,7 +274,6 @@ std::atomic<bool> kernels_enabled{true};
 }  // namespace
 
 void set_retention_kernels_enabled(bool enabled) { kernels_enabled = enabled; }
-bool retention_kernels_enabled() { return kernels_enabled; }
 
 bool retention_attention_uses_kernel(const at::Tensor& q, const at::Tensor& k,
                                      const at::Tensor& log_beta) {

@@ -41,7 +41,6 @@ at::Tensor retention_attention_reference(const at::Tensor& q, const at::Tensor& 
 // Process-wide switch (default on): off makes retention_attention and retention_sum take the ATen
 // references on every device, so `bench train --attention reference` compares the two paths.
 void set_retention_kernels_enabled(bool enabled);
-bool retention_kernels_enabled();
 
 // Whether retention_attention runs the CUDA kernel on these inputs.
 bool retention_attention_uses_kernel(const at::Tensor& q, const at::Tensor& k,

@@ -51,7 +51,8 @@ class Decoder {
   // Reads config.json and the safetensors weights of `model_dir` straight into dtype/device.
   static Decoder load(const fs::path& model_dir, const LoadOptions& options);
   // Random weights (N(0, 0.02) matrices, unit norms, zero biases) made on the target device: for
-  // benchmarks of public shapes (init-model presets) without writing gigabytes to disk.
+  // benchmarks of public shapes (init-model presets) without writing gigabytes to disk. Draws from
+  // the device's default generator after seeding it with `seed` (so it reseeds that generator).
   static Decoder random(const ModelConfig& config, const LoadOptions& options, uint64_t seed);
 
   // hidden: (B, T, d) after the final norm. positions: (B, T), -1 marks padding.

@@ -25,10 +25,6 @@ namespace {
 // tiny fixtures' logits are O(1), so this is ~ a few bf16 ulps accumulated over 2-4 layers.
 constexpr double kBf16RelativeTolerance = 3e-2;
 
-const std::vector<std::string> kFamilies = {"llama_tied_mha", "llama_gqa4_llama3", "mistral_gqa4",
-                                            "mistral_swa",    "qwen2_bias_yarn",   "qwen2_linear",
-                                            "qwen3_qknorm",   "qwen3_dynamic"};
-
 class HfParityCuda : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfParityCuda, LogitsAndGreedyTokensMatchTransformers_CUDA) {
@@ -63,7 +59,7 @@ TEST_P(HfParityCuda, LogitsAndGreedyTokensMatchTransformers_CUDA) {
             << ": max |logit - transformers fp32| / max |logit| = " << rel << "\n";
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, HfParityCuda, ::testing::ValuesIn(kFamilies),
+INSTANTIATE_TEST_SUITE_P(Families, HfParityCuda, ::testing::ValuesIn(testing::hf_fixture_cases()),
                          [](const auto& info) { return info.param; });
 
 // Random gates made on the CPU and copied to the GPU, so both devices score with equal weights.

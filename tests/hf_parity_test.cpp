@@ -19,12 +19,6 @@ constexpr double kNllRelativeTolerance = 1e-5;
 
 fs::path hf_dir() { return testing::fixture_dir("hf"); }
 
-// The cases tests/fixtures/make_hf_models.py writes: every family, GQA 1 and 4, tied and untied
-// embeddings, every RoPE scaling type, biases, q/k-norm, head_dim != hidden/heads, sliding window.
-const std::vector<std::string> kCases = {"llama_tied_mha", "llama_gqa4_llama3", "mistral_gqa4",
-                                         "mistral_swa",    "qwen2_bias_yarn",   "qwen2_linear",
-                                         "qwen3_qknorm",   "qwen3_dynamic"};
-
 class HfParity : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -118,7 +112,7 @@ TEST_P(HfParity, PaddedBatchMatchesSingleSequences) {
   EXPECT_FALSE(logits.isnan().any().item<bool>());  // padding rows stay finite
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, HfParity, ::testing::ValuesIn(kCases),
+INSTANTIATE_TEST_SUITE_P(Families, HfParity, ::testing::ValuesIn(testing::hf_fixture_cases()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

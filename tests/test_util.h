@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/fs.h"
@@ -34,6 +35,15 @@ class TempDir {
 };
 
 // A fixture directory (hf, sp, ...) under $RETAIN_FIXTURES, which ctest sets.
+// The models tests/fixtures/make_hf_models.py writes: every family, GQA 1 and 4, tied and untied
+// embeddings, every RoPE scaling type, biases, q/k-norm, head_dim != hidden/heads, sliding window.
+inline const std::vector<std::string>& hf_fixture_cases() {
+  static const std::vector<std::string> cases = {
+      "llama_tied_mha",  "llama_gqa4_llama3", "mistral_gqa4", "mistral_swa",
+      "qwen2_bias_yarn", "qwen2_linear",      "qwen3_qknorm", "qwen3_dynamic"};
+  return cases;
+}
+
 inline fs::path fixture_dir(const std::string& name) {
   const char* root = std::getenv("RETAIN_FIXTURES");
   if (root == nullptr)

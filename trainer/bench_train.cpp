@@ -16,6 +16,7 @@
 #include "gates/gate_bank.h"
 #include "gates/gated_attention.h"
 #include "gates/losses.h"
+#include "kernels/bench_kernels.h"
 #include "kernels/device_info.h"
 #include "kernels/retention_attention.h"
 #include "model/decoder.h"
@@ -53,21 +54,6 @@ double step_flops_per_token(const ModelConfig& c, int64_t t) {
 
 void sync(c10::Device device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());
-}
-
-// FLOP/s of a large matrix product in `dtype` on `device` (8192^3 on a GPU, 2048^3 on the CPU).
-double matmul_rate(c10::Device device, at::ScalarType dtype) {
-  const int64_t n = device.is_cuda() ? 8192 : 2048;
-  auto opts = at::TensorOptions().device(device).dtype(dtype);
-  auto a = at::randn({n, n}, opts), b = at::randn({n, n}, opts);
-  const int warmup = 2, iters = device.is_cuda() ? 10 : 3;
-  for (int i = 0; i < warmup; ++i) at::mm(a, b);
-  sync(device);
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) at::mm(a, b);
-  sync(device);
-  const std::chrono::duration<double> s = std::chrono::steady_clock::now() - start;
-  return 2.0 * static_cast<double>(n) * n * n * iters / s.count();
 }
 
 // Peak resident memory of this process (VmHWM), for CPU runs.
@@ -181,7 +167,7 @@ int run_bench_train_command(const BenchTrainOptions& o) {
   const double tokens = static_cast<double>(o.batch * o.seq);
   const double rate = tokens / step;
   const double flops = step_flops_per_token(c, o.seq) * tokens;
-  const double peak_rate = matmul_rate(device, model->dtype());
+  const double peak_rate = device_matmul_rate(device, model->dtype());
   const int64_t peak_memory =
       device.is_cuda() ? cuda_peak_allocated_bytes(device.index()) : peak_rss_bytes();
 
