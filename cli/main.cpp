@@ -436,6 +436,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bench_dec_cmd->add_option("--chunk", bench_dec.chunk, "prefill chunk in tokens (0: whole prompt)")
       ->capture_default_str();
+  bench_dec_cmd
+      ->add_option("--decode", bench_dec.decode,
+                   "decode steps: auto (CUDA graphs where the policy allows), eager or static")
+      ->check(CLI::IsMember({"auto", "eager", "static"}))
+      ->capture_default_str();
   bench_dec_cmd->add_flag("--json", bench_dec.json, "one JSON object instead of the table");
   retain::BenchTrainOptions bench_tr;
   auto* bench_tr_cmd = bench_cmd->add_subcommand(

@@ -84,11 +84,13 @@ int run_bench_decode_command(const BenchDecodeOptions& o) {
                    {"policy", o.policy},
                    {"budget", policy.kind == PolicyKind::kFull ? Json(nullptr) : Json(o.budget)},
                    {"chunk", chunk},
+                   {"decode", o.decode},
                    {"seed", o.model.seed}};
   if (!o.json) std::cerr << "bench decode, resolved:\n" << resolved.dump(2) << "\n";
 
   SamplingOptions sampling;  // greedy, no stop ids: every row runs to new_tokens
   sampling.prefill_chunk = chunk;
+  sampling.decode = parse_decode_mode(o.decode);
   auto new_cache = [&] {
     return make_kv_cache(c, policy, o.budget, o.context, chunk, gates.get());
   };
@@ -125,6 +127,7 @@ int run_bench_decode_command(const BenchDecodeOptions& o) {
   out["prefill_tokens_per_s"] = prefill_rate;
   out["decode_tokens_per_s"] = decode_rate;
   out["ms_per_decode_step"] = step_ms;
+  out["decode_mode"] = r.decode_mode;  // what ran: eager, static or cuda-graph
   out["prefill_seconds"] = r.prefill_seconds;
   out["decode_seconds"] = r.decode_seconds;
   out["kv_bytes_after_prefill"] = kv_after_prefill;
@@ -143,8 +146,9 @@ int run_bench_decode_command(const BenchDecodeOptions& o) {
   std::printf("prefill      %12.1f tokens/s  (%lld x %lld tokens in %.3f s, chunk %lld)\n",
               prefill_rate, static_cast<long long>(o.batch), static_cast<long long>(o.context),
               r.prefill_seconds, static_cast<long long>(chunk));
-  std::printf("decode       %12.1f tokens/s  (%lld x %lld steps, %.3f ms per step)\n", decode_rate,
-              static_cast<long long>(o.batch), static_cast<long long>(steps), step_ms);
+  std::printf("decode       %12.1f tokens/s  (%lld x %lld steps, %.3f ms per step, %s)\n",
+              decode_rate, static_cast<long long>(o.batch), static_cast<long long>(steps), step_ms,
+              r.decode_mode.c_str());
   std::printf("KV live      %s after prefill, %s at the end, peak %s (full cache: %s)\n",
               human_bytes(static_cast<double>(kv_after_prefill)).c_str(),
               human_bytes(static_cast<double>(kv_end)).c_str(),

@@ -116,8 +116,10 @@ KvEntries BudgetedKvCache::append(int64_t layer, const at::Tensor& keys, const a
   const int64_t b = keys.size(0), hk = keys.size(1), n = keys.size(2), d = keys.size(3);
   RETAIN_CHECK(n <= capacity_ - budget_ - policy_.buffer, "BudgetedKvCache: a step of ", n,
                " tokens exceeds the prefill chunk the cache was sized for");
-  const int64_t needed = l.length.max().item<int64_t>() + n;
-  if (needed > l.keys.size(2)) grow(l, std::max(needed, 2 * l.keys.size(2)));
+  if (!static_) {  // static decode: end_static_step made room for this step
+    const int64_t needed = l.length.max().item<int64_t>() + n;
+    if (needed > l.keys.size(2)) grow(l, std::max(needed, 2 * l.keys.size(2)));
+  }
   // Slot of each new entry: after the head's live entries.
   auto slots = l.length.unsqueeze(-1) + at::arange(n, l.length.options());  // (B, Hk, T)
   l.keys.scatter_(2, slots.unsqueeze(-1).expand({b, hk, n, d}), keys);
@@ -127,7 +129,9 @@ KvEntries BudgetedKvCache::append(int64_t layer, const at::Tensor& keys, const a
   l.length += n;
   step_positions_ = positions;
 
-  const int64_t s = l.length.max().item<int64_t>();
+  // Static decode returns every slot (its shape must not change between steps); the empty ones
+  // carry position -1, which attention masks.
+  const int64_t s = static_ ? l.keys.size(2) : l.length.max().item<int64_t>();
   KvEntries entries{l.keys.narrow(2, 0, s), l.values.narrow(2, 0, s), l.positions.narrow(2, 0, s)};
   const bool one_time = policy_.kind == PolicyKind::kSnapKV || policy_.kind == PolicyKind::kSageKV;
   if (policy_.needs_attention() && (!one_time || n >= 2)) {
@@ -206,8 +210,9 @@ at::Tensor BudgetedKvCache::scores(int64_t layer) const {
 void BudgetedKvCache::compact(Layer& l, const at::Tensor& keep) {
   // Kept entries first, in their insertion order; the rest after them, emptied (position -1).
   const int64_t s = keep.size(2);
-  l.length = compact_cache(l.keys.narrow(2, 0, s), l.values.narrow(2, 0, s),
-                           l.positions.narrow(2, 0, s), l.stat.narrow(2, 0, s), keep);
+  // In place: a captured decode step reads the lengths through this tensor.
+  l.length.copy_(compact_cache(l.keys.narrow(2, 0, s), l.values.narrow(2, 0, s),
+                               l.positions.narrow(2, 0, s), l.stat.narrow(2, 0, s), keep));
 }
 
 at::Tensor BudgetedKvCache::attend(int64_t layer, const at::Tensor& q,
@@ -307,12 +312,81 @@ void BudgetedKvCache::evict_global() {
 }
 
 void BudgetedKvCache::end_step() {
-  // Each row's next position: one past the largest position it has seen (padding is -1).
+  // Each row's next position: one past the largest position it has seen (padding is -1). In
+  // place, as a captured decode step updates it.
   auto row_max = std::get<0>(step_positions_.max(1)) + 1;
-  seen_ = seen_.defined() ? at::maximum(seen_, row_max) : row_max;
-  peak_bytes_ = std::max(peak_bytes_, live_bytes());  // before eviction: the real peak
-  // Padding of a batched prompt (position -1) was stored like a token; drop it before anything
-  // counts it, so a padded row evicts exactly as it would alone.
+  if (seen_.defined())
+    seen_.copy_(at::maximum(seen_, row_max));
+  else
+    seen_ = row_max;
+  if (!static_) evict_now();
+}
+
+bool BudgetedKvCache::begin_static_decode() {
+  if (policy_.kind == PolicyKind::kRandom || policy_.threshold > 0 || !seen_.defined()) return false;
+  for (const auto& l : layers_)
+    if (!l.keys.defined()) return false;
+  static_ = true;
+  sync_host_counts();
+  ensure_room();
+  return true;
+}
+
+void BudgetedKvCache::sync_host_counts() {
+  std::vector<at::Tensor> counts;
+  auto total = at::zeros_like(layers_[0].length.select(1, 0));
+  for (const auto& l : layers_) {
+    counts.push_back(l.length.max().view({1}));
+    total += l.length.sum(1);
+  }
+  counts.push_back(total.max().view({1}));
+  auto host = at::cat(counts).to(at::kCPU);  // the one device-to-host read
+  const auto* v = host.data_ptr<int64_t>();
+  host_longest_.assign(v, v + layers_.size());
+  host_total_ = v[layers_.size()];
+}
+
+bool BudgetedKvCache::ensure_room() {
+  bool grew = false;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    Layer& l = layers_[i];
+    if (host_longest_[i] + 1 <= l.keys.size(2)) continue;
+    grow(l, std::max(host_longest_[i] + 1, 2 * l.keys.size(2)));
+    grew = true;
+  }
+  return grew;
+}
+
+bool BudgetedKvCache::end_static_step() {
+  RETAIN_CHECK(static_, "BudgetedKvCache: end_static_step outside static decode");
+  const int64_t hk = model_.num_kv_heads, nl = model_.num_layers;
+  // Every head of every row gained one entry (finished rows one at position -1, which the next
+  // eviction drops as an eager step drops it at once; it never changes a running row's choice).
+  bool due = false, full = false;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    ++host_longest_[i];
+    due = due || (!policy_.global() && host_longest_[i] > budget_ + policy_.buffer);
+    full = full || host_longest_[i] + 1 > layers_[i].keys.size(2);
+  }
+  host_total_ += nl * hk;
+  due = due || (policy_.global() && host_total_ > nl * hk * (budget_ + policy_.buffer));
+  if (!due && !full) return false;
+  // Exactly the eager end of step; where the counts over-estimate it evicts nothing more.
+  evict_now();
+  sync_host_counts();
+  return ensure_room();
+}
+
+void BudgetedKvCache::end_static_decode() {
+  if (!static_) return;
+  static_ = false;
+  evict_now();
+}
+
+void BudgetedKvCache::evict_now() {
+  // Padding (position -1: a batched prompt's left padding, a finished row's steps) was stored
+  // like a token; drop it before anything counts it, so a padded row evicts exactly as it would
+  // alone and the peak counts tokens only.
   for (auto& l : layers_) {
     if (!l.keys.defined()) continue;
     const int64_t s = l.length.max().item<int64_t>();
@@ -322,6 +396,7 @@ void BudgetedKvCache::end_step() {
     if (counted.logical_and(live.logical_not()).any().item<bool>())
       compact(l, live.logical_and(counted));
   }
+  peak_bytes_ = std::max(peak_bytes_, live_bytes());  // before eviction: the real peak
   if (policy_.threshold > 0) evict_below_threshold();
   if (policy_.global())
     evict_global();
@@ -361,6 +436,7 @@ std::unique_ptr<KvCache> BudgetedKvCache::clone() const {
     l.stat = l.stat.clone();
     l.length = l.length.clone();
   }
+  if (seen_.defined()) copy->seen_ = seen_.clone();  // updated in place by end_step
   copy->generator_ = generator_.clone();
   return copy;
 }

@@ -13,6 +13,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -41,12 +42,22 @@ class BudgetedKvCache : public KvCache {
   int64_t live_bytes() const override;
   std::unique_ptr<KvCache> clone() const override;
 
+  // Static decode (see KvCache): steps append into the fixed buffers and return every slot (empty
+  // ones masked by position -1); eviction waits for end_static_step, which runs it exactly when
+  // an eager step would have (a host-side count of each layer's longest head and of each
+  // sequence's total says when, without reading the device). Not for random (it draws on the
+  // host) or threshold eviction (data-dependent every step).
+  bool begin_static_decode() override;
+  bool end_static_step() override;
+  void end_static_decode() override;
+
   void end_prefill() override { protect_from_ = -1; }
   // --protect-question: while the prompt is read, entries at positions >= `position` (the question)
   // are never evicted; decoding lifts the protection.
   void protect_from(int64_t position) { protect_from_ = position; }
 
-  int64_t peak_bytes() const { return peak_bytes_; }
+  // The most bytes held at once so far (measured before each eviction, and now).
+  int64_t peak_bytes() const { return std::max(peak_bytes_, live_bytes()); }
   // Bytes of exactly `budget` entries in every (layer, sequence, KV head): what the cache holds
   // after an eviction (with buffer 0, after every step).
   int64_t budget_bytes() const;
@@ -73,6 +84,12 @@ class BudgetedKvCache : public KvCache {
   void grow(Layer& l, int64_t capacity);
   // Keeps the entries where keep (B, Hk, S) is true, packed to the front in insertion order.
   void compact(Layer& l, const at::Tensor& keep);
+  // The eager end of a step: drop padding, evict what the policy says, record the peak.
+  void evict_now();
+  // Static decode: reads each layer's longest head and the largest sequence total to the host.
+  void sync_host_counts();
+  // Static decode: grows any layer whose next step would not fit; true if one grew.
+  bool ensure_room();
   void evict_per_head();
   void evict_global();
   void evict_below_threshold();
@@ -88,6 +105,9 @@ class BudgetedKvCache : public KvCache {
   at::Tensor step_positions_;  // the last append's positions (B, T)
   int64_t peak_bytes_ = 0;
   int64_t protect_from_ = -1;
+  bool static_ = false;
+  std::vector<int64_t> host_longest_;  // static decode: per layer, an upper bound of max(length)
+  int64_t host_total_ = 0;  // static decode: an upper bound of the largest sequence total
   at::Generator generator_;
 };
 

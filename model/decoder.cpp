@@ -218,7 +218,7 @@ at::Tensor Decoder::forward_hidden(const at::Tensor& input_ids, const at::Tensor
                "Decoder::forward: a layer hook and a KV cache cannot be used together");
   auto ids = input_ids.to(options_.device, at::kLong);
   auto pos = positions.to(options_.device, at::kLong);
-  {
+  if (!context.ids_checked) {
     auto [lo, hi] = at::aminmax(ids);
     RETAIN_CHECK(lo.item<int64_t>() >= 0 && hi.item<int64_t>() < c.vocab_size,
                  "Decoder::forward: token ids must lie in [0, ", c.vocab_size, "), found [",

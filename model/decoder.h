@@ -39,6 +39,9 @@ struct ForwardContext {
   KvCache* cache = nullptr;
   LayerHook* hook = nullptr;
   bool checkpoint_layers = false;
+  // The caller has checked that every token id is in the vocabulary: forward skips its own check,
+  // a device-to-host read that a CUDA graph capture cannot contain (model/decode_graph.h).
+  bool ids_checked = false;
 };
 
 struct LoadOptions {

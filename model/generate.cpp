@@ -7,8 +7,28 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "model/decode_graph.h"
 
 namespace retain {
+
+DecodeMode parse_decode_mode(const std::string& name) {
+  if (name == "auto") return DecodeMode::kAuto;
+  if (name == "eager") return DecodeMode::kEager;
+  if (name == "static") return DecodeMode::kStatic;
+  RETAIN_CHECK(false, "unknown decode mode '", name, "' (expected auto, eager or static)");
+  return DecodeMode::kAuto;
+}
+
+const char* decode_mode_name(DecodeMode mode) {
+  switch (mode) {
+    case DecodeMode::kEager:
+      return "eager";
+    case DecodeMode::kStatic:
+      return "static";
+    default:
+      return "auto";
+  }
+}
 
 int64_t sample_next_token(const at::Tensor& logits, const SamplingOptions& options,
                           at::Generator& generator) {
@@ -112,6 +132,27 @@ std::vector<GenerationResult> generate_batch(const Decoder& model,
   auto prefill_end = Clock::now();
   cache.end_prefill();
 
+  // Static decode when asked for, or automatically where CUDA graphs can replay it.
+  std::unique_ptr<DecodeGraph> graph;
+  bool static_decode = false;
+  if (options.decode != DecodeMode::kEager) {
+    const bool graphs = DecodeGraph::available(model);
+    if ((graphs || options.decode == DecodeMode::kStatic) && cache.begin_static_decode()) {
+      static_decode = true;
+      if (graphs) graph = std::make_unique<DecodeGraph>(model, cache, b);
+    }
+  }
+  const std::string decode_mode = graph ? "cuda-graph" : (static_decode ? "static" : "eager");
+  auto decode_step = [&](const at::Tensor& token, const at::Tensor& position) {
+    if (graph) return graph->step(token, position);
+    if (!static_decode) return model.forward(token, position, &cache).squeeze(1);
+    ForwardContext context{&cache};
+    context.ids_checked = true;  // the ids are the model's own picks
+    auto logits = model.logits(model.forward_hidden(token, position, context).squeeze(1));
+    cache.end_static_step();
+    return logits;
+  };
+
   for (int64_t step = 0;; ++step) {
     int64_t running = 0;
     for (int64_t r = 0; r < b; ++r) {
@@ -141,13 +182,15 @@ std::vector<GenerationResult> generate_batch(const Decoder& model,
       token[r][0] = next[r];
       position[r][0] = options.start_position + results[r].prompt_tokens + step;
     }
-    pick_next(model.forward(token, position, &cache).squeeze(1));
+    pick_next(decode_step(token, position));
   }
+  if (static_decode) cache.end_static_decode();
   const double prefill_seconds = std::chrono::duration<double>(prefill_end - start).count();
   const double decode_seconds = std::chrono::duration<double>(Clock::now() - prefill_end).count();
   for (auto& res : results) {
     res.prefill_seconds = prefill_seconds;
     res.decode_seconds = decode_seconds;
+    res.decode_mode = decode_mode;
   }
   return results;
 }

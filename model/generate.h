@@ -14,6 +14,16 @@
 
 namespace retain {
 
+// How decode steps run. kAuto: as CUDA graphs when the model is on a GPU and the cache supports
+// static decode (model/decode_graph.h), else eagerly. kEager: one launch per kernel, shapes
+// following the cache (the reference). kStatic: static decode even without graphs (on the CPU:
+// the same steps eagerly, which tests compare with kEager).
+enum class DecodeMode { kAuto, kEager, kStatic };
+
+// "auto" | "eager" | "static"; anything else is an error naming the choices.
+DecodeMode parse_decode_mode(const std::string& name);
+const char* decode_mode_name(DecodeMode mode);
+
 struct SamplingOptions {
   int64_t max_new_tokens = 64;
   double temperature = 0.0;  // 0 = greedy
@@ -27,6 +37,7 @@ struct SamplingOptions {
   // into text); callers cut the text before the stop string (cut_at_stop).
   std::vector<std::string> stop_strings;
   std::function<std::string(const std::vector<int64_t>&)> detokenize;
+  DecodeMode decode = DecodeMode::kAuto;
 };
 
 struct GenerationResult {
@@ -35,6 +46,7 @@ struct GenerationResult {
   int64_t prompt_tokens = 0;
   double prefill_seconds = 0;
   double decode_seconds = 0;
+  std::string decode_mode;  // how the steps ran: "eager", "static" or "cuda-graph"
 };
 
 GenerationResult generate(const Decoder& model, const std::vector<int64_t>& prompt, KvCache& cache,

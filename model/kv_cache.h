@@ -50,6 +50,18 @@ class KvCache {
   // Called by generation when the prompt has been read and decoding starts.
   virtual void end_prefill() {}
 
+  // Static decode: one token per sequence per step with buffers, shapes and device-side state that
+  // do not change between steps, and no device-to-host reads inside a step, so the step can be
+  // captured once in a CUDA graph and replayed (model/decode_graph.h). A cache that supports it
+  // switches here (after the prompt has been read) and returns true; false leaves it as it was.
+  virtual bool begin_static_decode() { return false; }
+  // After each static step, outside any graph: host-side bookkeeping and whatever needs the host
+  // (eviction, growing a buffer). Returns true when buffers were reallocated, so a captured graph
+  // no longer points at them.
+  virtual bool end_static_step() { return false; }
+  // Leaves static decode: the cache is again what eager steps would have left.
+  virtual void end_static_decode() {}
+
   // Bytes of K/V currently held (live entries only for caches that evict).
   virtual int64_t live_bytes() const = 0;
 

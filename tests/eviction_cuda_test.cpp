@@ -145,6 +145,47 @@ TEST_P(PolicyCuda, DecodeGivesTheSameTokensAsOnTheCpu_CUDA) {
       << GetParam() << " bf16";
 }
 
+// Decode steps replayed as a CUDA graph against the same steps launched eagerly on the same GPU:
+// identical tokens and identical kept entries, a batch whose rows stop at different steps, and
+// eviction both after every step (buffer 0) and every few steps (buffer 3).
+TEST_P(PolicyCuda, GraphDecodeEqualsEagerDecode_CUDA) {
+  RETAIN_SKIP_WITHOUT_CUDA();
+  c10::InferenceMode guard;
+  const fs::path dir = testing::fixture_dir("hf") / "qwen3_qknorm";
+  Decoder gpu = Decoder::load(dir, {at::kFloat, at::kCUDA});
+  auto gates = make_gates(gpu.config(), at::kCUDA, nullptr);
+  std::vector<std::vector<int64_t>> prompts(3);
+  for (int i = 0; i < 70; ++i) prompts[0].push_back(3 + (i * 37) % 500);
+  for (int i = 0; i < 41; ++i) prompts[1].push_back(7 + (i * 53) % 400);
+  for (int i = 0; i < 55; ++i) prompts[2].push_back(11 + (i * 29) % 450);
+  for (int64_t buffer : {0, 3}) {
+    PolicyOptions policy = parse_policy(GetParam());
+    policy.buffer = buffer;
+    SamplingOptions options;
+    options.max_new_tokens = 20;
+    options.prefill_chunk = 16;
+    auto run = [&](DecodeMode mode, std::unique_ptr<BudgetedKvCache>& cache) {
+      options.decode = mode;
+      cache = std::make_unique<BudgetedKvCache>(gpu.config(), policy, 12, 16, gates.get());
+      return generate_batch(gpu, prompts, *cache, options);
+    };
+    std::unique_ptr<BudgetedKvCache> eager_cache, graph_cache;
+    auto first = run(DecodeMode::kEager, eager_cache);
+    options.stop_ids = {first[1].tokens.at(6)};  // row 1 stops early
+    auto eager = run(DecodeMode::kEager, eager_cache);
+    auto graph = run(DecodeMode::kAuto, graph_cache);
+    const std::string what = GetParam() + " buffer " + std::to_string(buffer);
+    EXPECT_EQ(graph[0].decode_mode, GetParam() == "random" ? "eager" : "cuda-graph") << what;
+    for (size_t r = 0; r < prompts.size(); ++r)
+      EXPECT_EQ(graph[r].tokens, eager[r].tokens) << what << " row " << r;
+    for (int64_t l = 0; l < gpu.config().num_layers; ++l)
+      for (int64_t r = 0; r < 3; ++r)
+        for (int64_t h = 0; h < gpu.config().num_kv_heads; ++h)
+          EXPECT_EQ(graph_cache->live_positions(l, r, h), eager_cache->live_positions(l, r, h))
+              << what << " layer " << l << " row " << r << " head " << h;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Policies, PolicyCuda,
                          ::testing::Values("streaming", "h2o", "snapkv", "sagekv", "importance",
                                            "knorm", "trimkv", "dbtrimkv", "random"),

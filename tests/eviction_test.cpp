@@ -649,6 +649,62 @@ TEST(BatchGeneration, PromptsOfDifferentLengthsEqualEachAlone) {
   }
 }
 
+// Static decode (fixed buffers, eviction decided by host-side counts; what CUDA graphs replay)
+// must decode exactly what eager decode does and leave the same cache, for every policy that
+// supports it, across several evictions and with a row that stops early.
+TEST(BatchGeneration, StaticDecodeEqualsEager) {
+  c10::InferenceMode guard;
+  Decoder model = Decoder::load(testing::fixture_dir("hf") / "qwen2_bias_yarn", {});
+  const ModelConfig& c = model.config();
+  std::vector<std::vector<int64_t>> prompts = {
+      {5, 9, 33, 71, 2, 400, 8, 8, 13}, {17, 3}, {250, 251, 252, 253, 254}};
+  auto gates = probe_gates(c, true);
+  for (const std::string policy :
+       {"trimkv:buffer=3", "dbtrimkv:buffer=2", "streaming:buffer=1", "h2o:buffer=2,window=2",
+        "snapkv:buffer=0,window=2", "sagekv:buffer=2,window=2,sinks=1", "knorm:buffer=4"}) {
+    SCOPED_TRACE(policy);
+    PolicyOptions p = parse_policy(policy);
+    SamplingOptions options;
+    options.max_new_tokens = 24;
+    options.prefill_chunk = 4;
+    std::vector<std::unique_ptr<KvCache>> caches;
+    std::vector<std::vector<GenerationResult>> runs;
+    for (DecodeMode mode : {DecodeMode::kEager, DecodeMode::kStatic}) {
+      options.decode = mode;
+      caches.push_back(make_kv_cache(c, p, 6, 4, 9, gates.get()));
+      if (runs.empty()) {
+        runs.push_back(generate_batch(model, prompts, *caches.back(), options));
+        // Row 1 stops at its 5th token; its steps at position -1 must change nothing.
+        options.stop_ids = {runs[0][1].tokens.at(4)};
+        caches.back() = make_kv_cache(c, p, 6, 4, 9, gates.get());
+      }
+      runs.push_back(generate_batch(model, prompts, *caches.back(), options));
+    }
+    const auto& eager = runs[1];
+    const auto& fixed = runs[2];
+    EXPECT_EQ(eager[0].decode_mode, "eager");
+    EXPECT_EQ(fixed[0].decode_mode, "static");
+    EXPECT_EQ(eager[1].finish_reason, "stop");
+    for (size_t r = 0; r < prompts.size(); ++r) EXPECT_EQ(eager[r].tokens, fixed[r].tokens) << r;
+    auto& a = dynamic_cast<BudgetedKvCache&>(*caches[0]);
+    auto& b = dynamic_cast<BudgetedKvCache&>(*caches[1]);
+    EXPECT_EQ(a.peak_bytes(), b.peak_bytes());
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      for (int64_t r = 0; r < 3; ++r)
+        for (int64_t h = 0; h < c.num_kv_heads; ++h)
+          EXPECT_EQ(a.live_positions(l, r, h), b.live_positions(l, r, h))
+              << "layer " << l << " row " << r << " head " << h;
+  }
+  // Policies whose steps need the host every time stay eager.
+  auto random_cache = make_kv_cache(c, parse_policy("random:seed=1"), 6, 4, 9, nullptr);
+  SamplingOptions options;
+  options.max_new_tokens = 3;
+  options.decode = DecodeMode::kStatic;
+  EXPECT_EQ(generate(model, prompts[0], *random_cache, options).decode_mode, "eager");
+  FullKvCache full(c.num_layers);
+  EXPECT_EQ(generate(model, prompts[0], full, options).decode_mode, "eager");
+}
+
 TEST(BatchGeneration, StopStringsEndGeneration) {
   c10::InferenceMode guard;
   Decoder model = Decoder::load(testing::fixture_dir("hf") / "llama_tied_mha", {});
