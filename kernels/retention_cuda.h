@@ -1,5 +1,5 @@
-// The CUDA launchers behind retention_attention, retention_sum, decode_attention and
-// compact_cache. They validate devices, dtypes and shapes, launch on the current stream and
+// The CUDA launchers behind retention_attention, retention_sum, decode_attention,
+// compact_cache and the fused inference ops (rms_norm, rope_rotate). They validate devices, dtypes and shapes, launch on the current stream and
 // return fresh tensors (or modify the cache views in place); the public entry points in
 // retention_attention.h and decode_attention.h choose between them and the ATen references.
 //
@@ -51,5 +51,11 @@ at::Tensor decode_attention_cuda(const at::Tensor& q, const at::Tensor& keys,
 at::Tensor compact_cache_cuda(const at::Tensor& keys, const at::Tensor& values,
                               const at::Tensor& positions, const at::Tensor& stat,
                               const at::Tensor& keep);
+
+// x (..., n) and weight (n,) of one dtype -> HF RMSNorm of x, contiguous (kernels/fused_ops.h).
+at::Tensor rms_norm_cuda(const at::Tensor& x, const at::Tensor& weight, double eps);
+
+// x (B, H, T, D) any strides, cos, sin (B, T, D) -> x * cos + rotate_half(x) * sin, contiguous.
+at::Tensor rope_rotate_cuda(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 
 }  // namespace retain

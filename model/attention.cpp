@@ -6,9 +6,54 @@
 
 namespace retain {
 
+namespace {
+
+// (B, 1|Hk, T, S): whether query t may attend to key s.
+at::Tensor visibility(const at::Tensor& q_positions, const at::Tensor& k_positions, int64_t b,
+                      int64_t t, int64_t window) {
+  auto k_pos = k_positions.unsqueeze(-2);                   // (B, 1|Hk, 1, S)
+  auto q_pos = q_positions.view({b, 1, t, 1});              // (B, 1, T, 1)
+  auto visible = (k_pos >= 0).logical_and(k_pos <= q_pos);  // (B, 1|Hk, T, S)
+  if (window > 0) visible = visible.logical_and(q_pos - k_pos < window);
+  return visible;
+}
+
+}  // namespace
+
 at::Tensor attention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
                      const at::Tensor& q_positions, const at::Tensor& k_positions, double scale,
                      int64_t window) {
+  if (q.is_cuda())
+    return attention_fused(q, keys, values, q_positions, k_positions, scale, window);
+  return attention_eager(q, keys, values, q_positions, k_positions, scale, window);
+}
+
+at::Tensor attention_fused(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
+                           const at::Tensor& q_positions, const at::Tensor& k_positions,
+                           double scale, int64_t window) {
+  const int64_t b = q.size(0), h = q.size(1), t = q.size(2);
+  const int64_t hk = keys.size(1);
+  RETAIN_CHECK(h % hk == 0, "attention: ", h, " query heads are not a multiple of ", hk,
+               " KV heads");
+  const int64_t g = h / hk;
+  auto visible = visibility(q_positions, k_positions, b, t, window);
+  // A padding query sees nothing: let it see everything (uniform weights, as the eager path
+  // gives), since a fully masked row would be NaN and NaN values poison later products.
+  visible = visible.logical_or(visible.any(-1, /*keepdim=*/true).logical_not());
+  // Repeated K/V (and per-KV-head masks) keep every fused backend eligible, GQA or not.
+  auto k = keys, v = values;
+  if (g > 1) {
+    k = keys.repeat_interleave(g, 1);
+    v = values.repeat_interleave(g, 1);
+    if (visible.size(1) > 1) visible = visible.repeat_interleave(g, 1);
+  }
+  return at::scaled_dot_product_attention(q, k, v, visible, /*dropout_p=*/0.0,
+                                          /*is_causal=*/false, scale);
+}
+
+at::Tensor attention_eager(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
+                           const at::Tensor& q_positions, const at::Tensor& k_positions,
+                           double scale, int64_t window) {
   const int64_t b = q.size(0), h = q.size(1), t = q.size(2), d = q.size(3);
   const int64_t hk = keys.size(1), s = keys.size(2);
   RETAIN_CHECK(h % hk == 0, "attention: ", h, " query heads are not a multiple of ", hk,
@@ -19,10 +64,7 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& keys, const at::Tens
   auto q_folded = q.contiguous().view({b, hk, g * t, d});
   auto scores = at::matmul(q_folded, keys.transpose(-1, -2)) * scale;  // (B, Hk, G*T, S)
 
-  auto k_pos = k_positions.unsqueeze(-2);                   // (B, 1|Hk, 1, S)
-  auto q_pos = q_positions.view({b, 1, t, 1});              // (B, 1, T, 1)
-  auto visible = (k_pos >= 0).logical_and(k_pos <= q_pos);  // (B, 1|Hk, T, S)
-  if (window > 0) visible = visible.logical_and(q_pos - k_pos < window);
+  auto visible = visibility(q_positions, k_positions, b, t, window);
   // A fully masked row (a padding query) gets uniform weights instead of NaN: its output is unused.
   double lowest = q.scalar_type() == at::kFloat
                       ? std::numeric_limits<float>::lowest()

@@ -1,6 +1,6 @@
-// Causal softmax attention over cached entries, with GQA done without materialising repeated K/V:
-// the G query heads sharing a KV head are folded into the row dimension, so one matmul per KV head
-// serves all of them. Masks come from token positions (see kv_cache.h).
+// Causal softmax attention over cached entries; masks come from token positions (see kv_cache.h).
+// The eager path does GQA without materialising repeated K/V: the G query heads sharing a KV head
+// are folded into the row dimension, so one matmul per KV head serves all of them.
 //
 // Shapes: B batch, H query heads, Hk KV heads, G = H / Hk, T queries, S keys, D head dim.
 #pragma once
@@ -11,9 +11,20 @@ namespace retain {
 
 // q: (B, H, T, D); keys/values: (B, Hk, S, D); q_positions: (B, T); k_positions: (B, 1|Hk, S).
 // window > 0 restricts each query to keys with q_pos - k_pos < window. Returns (B, H, T, D).
-// Scores are computed in the input dtype and the softmax in fp32, as transformers' eager path.
+// On the CPU: scores in the input dtype and the softmax in fp32, as transformers' eager path.
+// On CUDA: fused scaled-dot-product attention (transformers' default "sdpa" path) with the same
+// mask, which never holds the (B, H, T, S) scores; see attention_fused. A query that sees no key
+// (padding) gets uniform weights on both paths; its output is unused.
 at::Tensor attention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
                      const at::Tensor& q_positions, const at::Tensor& k_positions, double scale,
                      int64_t window);
+
+// The two paths, callable directly (tests compare them).
+at::Tensor attention_eager(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
+                           const at::Tensor& q_positions, const at::Tensor& k_positions,
+                           double scale, int64_t window);
+at::Tensor attention_fused(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
+                           const at::Tensor& q_positions, const at::Tensor& k_positions,
+                           double scale, int64_t window);
 
 }  // namespace retain

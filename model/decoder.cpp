@@ -13,6 +13,7 @@
 #include "core/safetensors.h"
 #include "model/activation.h"
 #include "model/attention.h"
+#include "kernels/fused_ops.h"
 #include "model/rope.h"
 
 namespace retain {
@@ -148,10 +149,7 @@ int64_t Decoder::weight_bytes() const {
 }
 
 at::Tensor Decoder::rms_norm(const at::Tensor& x, const at::Tensor& weight) const {
-  auto h = x.to(at::kFloat);
-  auto variance = h.pow(2).mean(-1, /*keepdim=*/true);
-  h = h * at::rsqrt(variance + config_.rms_norm_eps);
-  return weight * h.to(x.scalar_type());
+  return retain::rms_norm(x, weight, config_.rms_norm_eps);  // one kernel when no grad is asked
 }
 
 at::Tensor Decoder::mlp(const Layer& layer, const at::Tensor& x) const {

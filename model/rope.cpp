@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "kernels/fused_ops.h"
+
 namespace retain {
 
 namespace {
@@ -119,9 +121,7 @@ std::pair<at::Tensor, at::Tensor> rope_cos_sin(const RopeFrequencies& freqs,
 }
 
 at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
-  int64_t half = x.size(-1) / 2;
-  auto rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-  return x * cos.unsqueeze(1) + rotated * sin.unsqueeze(1);
+  return rope_rotate(x, cos, sin);  // one kernel when no grad is asked (kernels/fused_ops.h)
 }
 
 }  // namespace retain
