@@ -57,8 +57,8 @@ __global__ void __launch_bounds__(kNormThreads)
   __syncthreads();
   const float r = rstd;
   for (int i = threadIdx.x; i < n; i += kNormThreads) {
-    const float h = round_to<T>(to_float<T>(xr[i]) * r);  // h.to(x.dtype)
-    orow[i] = from_float<T>(to_float<T>(weight[i]) * h);
+    const float h = round_to<T>(__fmul_rn(to_float<T>(xr[i]), r));  // h.to(x.dtype)
+    orow[i] = from_float<T>(__fmul_rn(to_float<T>(weight[i]), h));
   }
 }
 
@@ -90,10 +90,13 @@ __global__ void __launch_bounds__(kRopeThreads) rope_rotate_kernel(RopeParams p)
   const T* s = static_cast<const T*>(p.sin) + (b * p.tokens + t) * d;
   T* o = static_cast<T*>(p.out) + ((b * p.heads + h) * p.tokens + t) * d;
   // x * cos and rotate_half(x) * sin are each stored in T by the composite form, then added.
-  o[i] = from_float<T>(round_to<T>(x1 * to_float<T>(c[i])) +
-                       round_to<T>(-x2 * to_float<T>(s[i])));
-  o[i + p.half] = from_float<T>(round_to<T>(x2 * to_float<T>(c[i + p.half])) +
-                                round_to<T>(x1 * to_float<T>(s[i + p.half])));
+  // Explicitly rounded multiply and add: a contracted fma would round once where the composite
+  // rounds twice (in fp32, where round_to does not separate them).
+  o[i] = from_float<T>(__fadd_rn(round_to<T>(__fmul_rn(x1, to_float<T>(c[i]))),
+                                 round_to<T>(__fmul_rn(-x2, to_float<T>(s[i])))));
+  o[i + p.half] =
+      from_float<T>(__fadd_rn(round_to<T>(__fmul_rn(x2, to_float<T>(c[i + p.half]))),
+                              round_to<T>(__fmul_rn(x1, to_float<T>(s[i + p.half])))));
 }
 
 template <typename F>
