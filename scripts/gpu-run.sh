@@ -12,6 +12,7 @@
 #   scripts/gpu-run.sh               # everything
 #   scripts/gpu-run.sh --dry-run     # check the bundle and the tools this script needs, run nothing
 #   STEPS="build cuda" scripts/gpu-run.sh   # a subset of: build cuda bench smoke sanitize suite
+#   CUDA_TESTS="FusedOps" SANITIZE_FILTER="FusedOps*" ...  # narrower cuda / sanitize steps
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT_DIR=$(pwd)
@@ -87,7 +88,7 @@ configure_and_build() {
     cmake --build "$BUILD" -j "$(nproc)"
 }
 cuda_tests() {
-  (cd "$BUILD" && ctest -R _CUDA --output-on-failure --timeout 300) || return 1
+  (cd "$BUILD" && ctest -R "${CUDA_TESTS:-_CUDA}" --output-on-failure --timeout 300) || return 1
   # ctest hides a passing test's output: print the measured bf16 logit errors for the record.
   RETAIN_FIXTURES="$BUILD/fixtures" "$BUILD/tests/eval_tests" --gtest_filter='*HfParityCuda*' |
     grep '\[ bf16 \]'
@@ -100,8 +101,8 @@ sanitize() {
     # references the tests compare against would otherwise take most of the time.
     # racecheck is ~100x slower on the tiled attention kernels: it checks the GQA-1 case only
     # (the GQA ratio changes which K/V rows a block loads, not how it uses shared memory).
-    local filter='*_CUDA*'
-    [ $tool = racecheck ] && filter='*_CUDA*:-*/G4:*/G8'
+    local filter="${SANITIZE_FILTER:-*_CUDA*}"
+    [ $tool = racecheck ] && [ -z "${SANITIZE_FILTER:-}" ] && filter='*_CUDA*:-*/G4:*/G8'
     timeout "${SANITIZE_TIMEOUT:-240}" compute-sanitizer --tool $tool --error-exitcode 9 \
       --kernel-name kns=retain "$BUILD/tests/kernel_tests" --gtest_filter="$filter" || ok=1
   done
