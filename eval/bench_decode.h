@@ -21,7 +21,7 @@ struct BenchDecodeOptions {
   int64_t new_tokens = 1024;
   std::string policy = "dbtrimkv";  // any eviction policy spec; trimkv/dbtrimkv get random gates
   int64_t chunk = 512;              // prefill chunk (the eager attention is chunk x cache wide)
-  std::string decode = "auto";       // auto (CUDA graphs where possible) | eager | static
+  std::string decode = "auto";      // auto (CUDA graphs where possible) | eager | static
   bool json = false;                // one JSON object instead of the table
 };
 

@@ -45,9 +45,7 @@ at::Tensor compact_cache_cuda(const at::Tensor&, const at::Tensor&, const at::Te
   no_cuda("compact_cache_cuda");
 }
 
-at::Tensor rms_norm_cuda(const at::Tensor&, const at::Tensor&, double) {
-  no_cuda("rms_norm_cuda");
-}
+at::Tensor rms_norm_cuda(const at::Tensor&, const at::Tensor&, double) { no_cuda("rms_norm_cuda"); }
 at::Tensor rope_rotate_cuda(const at::Tensor&, const at::Tensor&, const at::Tensor&) {
   no_cuda("rope_rotate_cuda");
 }

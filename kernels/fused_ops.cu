@@ -94,9 +94,8 @@ __global__ void __launch_bounds__(kRopeThreads) rope_rotate_kernel(RopeParams p)
   // rounds twice (in fp32, where round_to does not separate them).
   o[i] = from_float<T>(__fadd_rn(round_to<T>(__fmul_rn(x1, to_float<T>(c[i]))),
                                  round_to<T>(__fmul_rn(-x2, to_float<T>(s[i])))));
-  o[i + p.half] =
-      from_float<T>(__fadd_rn(round_to<T>(__fmul_rn(x2, to_float<T>(c[i + p.half]))),
-                              round_to<T>(__fmul_rn(x1, to_float<T>(s[i + p.half])))));
+  o[i + p.half] = from_float<T>(__fadd_rn(round_to<T>(__fmul_rn(x2, to_float<T>(c[i + p.half]))),
+                                          round_to<T>(__fmul_rn(x1, to_float<T>(s[i + p.half])))));
 }
 
 template <typename F>
@@ -120,10 +119,9 @@ void dispatch_dtype(at::ScalarType t, F&& f) {
 
 at::Tensor rms_norm_cuda(const at::Tensor& x, const at::Tensor& weight, double eps) {
   TORCH_CHECK(x.is_cuda() && weight.is_cuda() && weight.scalar_type() == x.scalar_type() &&
-                   weight.dim() == 1 && weight.size(0) == x.size(-1),
-               "rms_norm_cuda: expected CUDA x (..., n) and weight (n,) of one dtype, found ",
-               x.sizes(), " ", x.scalar_type(), " and ", weight.sizes(), " ",
-               weight.scalar_type());
+                  weight.dim() == 1 && weight.size(0) == x.size(-1),
+              "rms_norm_cuda: expected CUDA x (..., n) and weight (n,) of one dtype, found ",
+              x.sizes(), " ", x.scalar_type(), " and ", weight.sizes(), " ", weight.scalar_type());
   c10::cuda::CUDAGuard guard(x.device());
   auto xc = x.contiguous();
   auto wc = weight.contiguous();
@@ -143,10 +141,10 @@ at::Tensor rms_norm_cuda(const at::Tensor& x, const at::Tensor& weight, double e
 
 at::Tensor rope_rotate_cuda(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
   TORCH_CHECK(x.is_cuda() && x.dim() == 4 && x.size(3) % 2 == 0 && cos.dim() == 3 &&
-                   cos.sizes() == sin.sizes() && cos.size(0) == x.size(0) &&
-                   cos.size(1) == x.size(2) && cos.size(2) == x.size(3),
-               "rope_rotate_cuda: expected x (B, H, T, D) and cos, sin (B, T, D), found ",
-               x.sizes(), ", ", cos.sizes(), ", ", sin.sizes());
+                  cos.sizes() == sin.sizes() && cos.size(0) == x.size(0) &&
+                  cos.size(1) == x.size(2) && cos.size(2) == x.size(3),
+              "rope_rotate_cuda: expected x (B, H, T, D) and cos, sin (B, T, D), found ", x.sizes(),
+              ", ", cos.sizes(), ", ", sin.sizes());
   c10::cuda::CUDAGuard guard(x.device());
   auto c = cos.contiguous(), s = sin.contiguous();
   auto out = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));

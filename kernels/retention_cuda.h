@@ -1,7 +1,8 @@
 // The CUDA launchers behind retention_attention, retention_sum, decode_attention,
-// compact_cache and the fused inference ops (rms_norm, rope_rotate). They validate devices, dtypes and shapes, launch on the current stream and
-// return fresh tensors (or modify the cache views in place); the public entry points in
-// retention_attention.h and decode_attention.h choose between them and the ATen references.
+// compact_cache and the fused inference ops (rms_norm, rope_rotate). They validate devices, dtypes
+// and shapes, launch on the current stream and return fresh tensors (or modify the cache views in
+// place); the public entry points in retention_attention.h and decode_attention.h choose between
+// them and the ATen references.
 //
 // Built from the .cu files when RETAIN_CUDA is ON; cuda_stubs.cpp otherwise (every launcher then
 // throws: the dispatchers never call them in such a build, cuda_sources_compiled() is false).
