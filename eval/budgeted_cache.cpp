@@ -107,6 +107,21 @@ void BudgetedKvCache::observe(const LayerTensors& t) {
       l.pending_stat = at::zeros({b, hk, n}, t.k.options().dtype(at::kFloat));
   }
   if (policy_.needs_attention()) l.pending_q = t.q;
+  if (one_time() && !static_) {
+    // The observation window: the last `window` queries seen (sagekv: the last one), across
+    // chunk boundaries. Decode steps never vote, so static decode leaves it alone.
+    const int64_t w = policy_.kind == PolicyKind::kSageKV ? int64_t{1} : policy_.window;
+    auto q = l.recent_q.defined() ? at::cat({l.recent_q, t.q}, 2) : t.q;
+    auto pos = l.recent_positions.defined() ? at::cat({l.recent_positions, t.positions}, 1)
+                                            : t.positions;
+    const int64_t keep = std::min(w, q.size(2));
+    l.recent_q = q.narrow(2, q.size(2) - keep, keep).contiguous();
+    l.recent_positions = pos.narrow(1, pos.size(1) - keep, keep).contiguous();
+  }
+}
+
+bool BudgetedKvCache::one_time() const {
+  return policy_.kind == PolicyKind::kSnapKV || policy_.kind == PolicyKind::kSageKV;
 }
 
 KvEntries BudgetedKvCache::append(int64_t layer, const at::Tensor& keys, const at::Tensor& values,
@@ -129,43 +144,66 @@ KvEntries BudgetedKvCache::append(int64_t layer, const at::Tensor& keys, const a
   l.length += n;
   step_positions_ = positions;
 
-  // Static decode returns every slot (its shape must not change between steps); the empty ones
-  // carry position -1, which attention masks.
-  const int64_t s = static_ ? l.keys.size(2) : l.length.max().item<int64_t>();
-  KvEntries entries{l.keys.narrow(2, 0, s), l.values.narrow(2, 0, s), l.positions.narrow(2, 0, s)};
-  const bool one_time = policy_.kind == PolicyKind::kSnapKV || policy_.kind == PolicyKind::kSageKV;
-  if (policy_.needs_attention() && (!one_time || n >= 2)) {
-    // Attention of this step's queries over the live entries, as the model computes it. The
-    // one-time policies vote with the step's last queries only (SnapKV's observation window,
-    // SAGE-KV's last token).
-    const int64_t voters =
-        !one_time ? n
-                  : std::min(n, policy_.kind == PolicyKind::kSageKV ? int64_t{1} : policy_.window);
-    auto q = l.pending_q.narrow(2, n - voters, voters);
-    const int64_t h = q.size(1), g = h / hk;
-    auto scores = at::matmul(q.to(at::kFloat).reshape({b, hk, g * voters, d}),
-                             entries.keys.to(at::kFloat).transpose(-1, -2)) /
-                  std::sqrt(static_cast<double>(d));
-    auto k_pos = entries.positions.unsqueeze(-2);  // (B, Hk, 1, S)
-    auto q_pos = positions.narrow(1, n - voters, voters)
-                     .view({b, 1, 1, voters})
-                     .repeat({1, 1, g, 1})
-                     .view({b, 1, g * voters, 1});
-    auto visible = (k_pos >= 0).logical_and(k_pos <= q_pos);
-    auto probs = at::softmax(scores.masked_fill(visible.logical_not(), -kInf), -1).nan_to_num(0);
-    auto mass = probs.sum(2);  // (B, Hk, S): summed over the group's heads and the voting queries
+  if (n > 1 && !final_step_) generating_ = false;  // a new prompt's chunk: not generating
+
+  // The votes: attention-scored policies add this step's attention mass to every entry; the
+  // one-time policies replace every entry's score by their observation window's vote at each
+  // prompt chunk and at the prompt's last token, never while decoding.
+  const bool vote = policy_.needs_attention() && (!one_time() || n >= 2 || final_step_);
+  if (vote) {
+    const int64_t s = static_ ? l.keys.size(2) : l.length.max().item<int64_t>();
+    auto mass = one_time() ? attention_mass(layer, l.recent_q, l.recent_positions, s)
+                           : attention_mass(layer, l.pending_q, positions, s);
     if (policy_.kind == PolicyKind::kImportance)
       mass = mass.sum(1, /*keepdim=*/true).expand({b, hk, s});
     if (policy_.kind == PolicyKind::kSnapKV && policy_.kernel > 1)
       mass =
           at::max_pool1d(mass.reshape({b * hk, 1, s}), {policy_.kernel}, {1}, {policy_.kernel / 2})
               .view({b, hk, s});
-    if (one_time)
+    if (one_time())
       l.stat.narrow(2, 0, s).copy_(mass);  // the latest vote replaces the earlier ones
     else
       l.stat.narrow(2, 0, s).add_(mass);
   }
+  // The prompt's last token reads at most budget + 1 entries per head, its own included.
+  if (final_step_ && !policy_.global()) evict_layer(layer, budget_ + n, budget_ + n);
+
+  if (generating_) {
+    // What this step's queries read: every live entry of their head (all are in their past).
+    // Rows whose query is padding (a finished row) read nothing that counts.
+    if (!attended_max_.defined() || attended_max_.size(0) != b) {
+      attended_max_ = at::zeros({b}, l.length.options());
+      attended_total_max_ = at::zeros_like(attended_max_);
+      step_total_ = at::zeros_like(attended_max_);
+    }
+    auto counts = l.length * positions.select(1, n - 1).ge(0).unsqueeze(1);  // (B, Hk)
+    attended_max_.copy_(at::maximum(attended_max_, std::get<0>(counts.max(1))));
+    step_total_.add_(counts.sum(1));
+  }
+
+  // Static decode returns every slot (its shape must not change between steps); the empty ones
+  // carry position -1, which attention masks.
+  const int64_t s = static_ ? l.keys.size(2) : l.length.max().item<int64_t>();
+  KvEntries entries{l.keys.narrow(2, 0, s), l.values.narrow(2, 0, s), l.positions.narrow(2, 0, s)};
   return entries;
+}
+
+at::Tensor BudgetedKvCache::attention_mass(int64_t layer, const at::Tensor& q,
+                                           const at::Tensor& q_positions, int64_t s) const {
+  // As the model computes it: fp32 scores over the live entries, masked by position.
+  const Layer& l = layers_.at(layer);
+  const int64_t b = q.size(0), h = q.size(1), voters = q.size(2), d = q.size(3);
+  const int64_t hk = l.keys.size(1), g = h / hk;
+  auto keys = l.keys.narrow(2, 0, s);
+  auto scores = at::matmul(q.to(at::kFloat).reshape({b, hk, g * voters, d}),
+                           keys.to(at::kFloat).transpose(-1, -2)) /
+                std::sqrt(static_cast<double>(d));
+  auto k_pos = l.positions.narrow(2, 0, s).unsqueeze(-2);  // (B, Hk, 1, S)
+  auto q_pos =
+      q_positions.view({b, 1, 1, voters}).repeat({1, 1, g, 1}).view({b, 1, g * voters, 1});
+  auto visible = (k_pos >= 0).logical_and(k_pos <= q_pos);
+  auto probs = at::softmax(scores.masked_fill(visible.logical_not(), -kInf), -1).nan_to_num(0);
+  return probs.sum(2);  // (B, Hk, S): summed over the group's heads and the voting queries
 }
 
 at::Tensor BudgetedKvCache::scores(int64_t layer) const {
@@ -239,19 +277,23 @@ at::Tensor top_k_indices(const at::Tensor& score, int64_t k) {
 
 }  // namespace
 
-void BudgetedKvCache::evict_per_head() {
-  for (auto& l : layers_) {
-    if (!l.keys.defined() || l.length.max().item<int64_t>() <= budget_ + policy_.buffer) continue;
-    auto score = scores(static_cast<int64_t>(&l - layers_.data()));
-    const int64_t s = score.size(2);
-    auto top = top_k_indices(score, std::min(budget_, s));
-    auto keep = at::zeros_like(score, score.options().dtype(at::kBool)).scatter_(2, top, true);
-    // Only the heads over budget + buffer are cut back; the others keep everything.
-    auto over = (l.length > budget_ + policy_.buffer).unsqueeze(-1);  // (B, Hk, 1)
-    keep = at::where(over, keep.logical_and(score > -kInf), at::ones_like(keep));
-    keep.logical_and_(l.positions.narrow(2, 0, s) >= 0);
-    compact(l, keep);
-  }
+void BudgetedKvCache::evict_per_head(int64_t keep, int64_t trigger) {
+  for (int64_t li = 0; li < static_cast<int64_t>(layers_.size()); ++li)
+    evict_layer(li, keep, trigger);
+}
+
+void BudgetedKvCache::evict_layer(int64_t layer, int64_t keep_count, int64_t trigger) {
+  Layer& l = layers_.at(layer);
+  if (!l.keys.defined() || l.length.max().item<int64_t>() <= trigger) return;
+  auto score = scores(layer);
+  const int64_t s = score.size(2);
+  auto top = top_k_indices(score, std::min(keep_count, s));
+  auto keep = at::zeros_like(score, score.options().dtype(at::kBool)).scatter_(2, top, true);
+  // Only the heads over the trigger are cut back; the others keep everything.
+  auto over = (l.length > trigger).unsqueeze(-1);  // (B, Hk, 1)
+  keep = at::where(over, keep.logical_and(score > -kInf), at::ones_like(keep));
+  keep.logical_and_(l.positions.narrow(2, 0, s) >= 0);
+  compact(l, keep);
 }
 
 void BudgetedKvCache::evict_below_threshold() {
@@ -272,11 +314,13 @@ void BudgetedKvCache::evict_below_threshold() {
   }
 }
 
-void BudgetedKvCache::evict_global() {
+void BudgetedKvCache::evict_global(int64_t keep, int64_t trigger) {
   const int64_t hk = model_.num_kv_heads, nl = model_.num_layers;
+  for (const auto& l : layers_)
+    if (!l.keys.defined()) return;  // before the first step
   auto total = at::zeros_like(layers_[0].length.select(1, 0));
   for (const auto& l : layers_) total += l.length.sum(1);
-  if (total.max().item<int64_t>() <= nl * hk * (budget_ + policy_.buffer)) return;
+  if (total.max().item<int64_t>() <= nl * hk * trigger) return;
   // Scores of every entry of a sequence, across layers and heads, in one row per sequence.
   std::vector<at::Tensor> flat;
   std::vector<int64_t> widths;
@@ -293,11 +337,11 @@ void BudgetedKvCache::evict_global() {
     flat.push_back(score.reshape({score.size(0), -1}));
   }
   auto all = at::cat(flat, 1);
-  const int64_t keep_count = std::min(nl * hk * budget_, all.size(1));
+  const int64_t keep_count = std::min(nl * hk * keep, all.size(1));
   auto top = top_k_indices(all, keep_count);
   auto keep_all = at::zeros_like(all, all.options().dtype(at::kBool)).scatter_(1, top, true);
   // Only the sequences over the global trigger are cut back; the others keep everything.
-  auto over = (total > nl * hk * (budget_ + policy_.buffer)).unsqueeze(-1);  // (B, 1)
+  auto over = (total > nl * hk * trigger).unsqueeze(-1);  // (B, 1)
   keep_all = at::where(over, keep_all, at::ones_like(keep_all));
   int64_t offset = 0;
   for (int64_t li = 0; li < nl; ++li) {
@@ -319,11 +363,36 @@ void BudgetedKvCache::end_step() {
     seen_.copy_(at::maximum(seen_, row_max));
   else
     seen_ = row_max;
+  if (generating_) {
+    attended_total_max_.copy_(at::maximum(attended_total_max_, step_total_));
+    step_total_.zero_();
+  }
+  final_step_ = false;
   if (!static_) evict_now();
 }
 
+void BudgetedKvCache::begin_generating_step() {
+  final_step_ = true;
+  generating_ = true;
+  // dbtrimkv's budget is global, and a layer cannot rank its entries against layers the step has
+  // not reached yet: cut before the step to L Hk budget; the step adds L Hk.
+  if (policy_.global()) evict_global(budget_, budget_);
+}
+
+KvCache::AttendedEntries BudgetedKvCache::attended_entries() const {
+  if (!attended_max_.defined()) return {};
+  auto per_head = attended_max_.to(at::kCPU), total = attended_total_max_.to(at::kCPU);
+  AttendedEntries out;
+  for (int64_t r = 0; r < per_head.size(0); ++r) {
+    out.per_head.push_back(per_head[r].item<int64_t>());
+    out.total.push_back(total[r].item<int64_t>());
+  }
+  return out;
+}
+
 bool BudgetedKvCache::begin_static_decode() {
-  if (policy_.kind == PolicyKind::kRandom || policy_.threshold > 0 || !seen_.defined()) return false;
+  if (policy_.kind == PolicyKind::kRandom || policy_.threshold > 0 || !seen_.defined())
+    return false;
   for (const auto& l : layers_)
     if (!l.keys.defined()) return false;
   static_ = true;
@@ -399,9 +468,9 @@ void BudgetedKvCache::evict_now() {
   peak_bytes_ = std::max(peak_bytes_, live_bytes());  // before eviction: the real peak
   if (policy_.threshold > 0) evict_below_threshold();
   if (policy_.global())
-    evict_global();
+    evict_global(budget_, budget_ + policy_.buffer);
   else
-    evict_per_head();
+    evict_per_head(budget_, budget_ + policy_.buffer);
   for (auto& l : layers_) {
     l.pending_q = at::Tensor();
     l.pending_stat = at::Tensor();
@@ -436,7 +505,10 @@ std::unique_ptr<KvCache> BudgetedKvCache::clone() const {
     l.stat = l.stat.clone();
     l.length = l.length.clone();
   }
-  if (seen_.defined()) copy->seen_ = seen_.clone();  // updated in place by end_step
+  // Updated in place by the steps.
+  for (at::Tensor* t : {&copy->seen_, &copy->attended_max_, &copy->attended_total_max_,
+                        &copy->step_total_})
+    if (t->defined()) *t = t->clone();
   copy->generator_ = generator_.clone();
   return copy;
 }

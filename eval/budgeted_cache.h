@@ -51,6 +51,13 @@ class BudgetedKvCache : public KvCache {
   bool end_static_step() override;
   void end_static_decode() override;
 
+  // Cuts back to the budget before the prompt's last token is read: per-head policies in each
+  // layer once that token's entry is in (and the one-time policies have voted with it), so every
+  // head holds budget + 1 entries, the token's own included; dbtrimkv globally before the step,
+  // to L Hk budget (the step then adds L Hk). Decoded tokens then read at most budget + buffer + 1.
+  void begin_generating_step() override;
+  AttendedEntries attended_entries() const override;
+
   void end_prefill() override { protect_from_ = -1; }
   // --protect-question: while the prompt is read, entries at positions >= `position` (the question)
   // are never evicted; decoding lifts the protection.
@@ -78,6 +85,9 @@ class BudgetedKvCache : public KvCache {
     at::Tensor stat;       // (B, Hk, C) fp32: log beta | accumulated attention | key norm | random
     at::Tensor length;     // (B, Hk) int64
     at::Tensor pending_q;  // this step's queries (attention-scored policies)
+    // snapkv / sagekv: the last `window` (sagekv: 1) queries seen and their positions, whatever
+    // the chunks were: the observation window they vote with.
+    at::Tensor recent_q, recent_positions;
     at::Tensor pending_stat;  // this step's per-token statistic (B, Hk, T)
   };
   void allocate(Layer& l, const at::Tensor& keys);
@@ -90,8 +100,17 @@ class BudgetedKvCache : public KvCache {
   void sync_host_counts();
   // Static decode: grows any layer whose next step would not fit; true if one grew.
   bool ensure_room();
-  void evict_per_head();
-  void evict_global();
+  // Per head: a head holding more than `trigger` entries keeps its top `keep`.
+  void evict_per_head(int64_t keep, int64_t trigger);
+  void evict_layer(int64_t layer, int64_t keep, int64_t trigger);
+  // dbtrimkv: a sequence holding more than L Hk `trigger` entries keeps its top L Hk `keep`.
+  void evict_global(int64_t keep, int64_t trigger);
+  // snapkv / sagekv: whether the entries' score is a vote of the observation window.
+  bool one_time() const;
+  // The attention mass the `voters` queries q (B, H, V, D) at q_positions (B, V) put on each
+  // entry of `layer`, summed over them and the group's heads: (B, Hk, S).
+  at::Tensor attention_mass(int64_t layer, const at::Tensor& q, const at::Tensor& q_positions,
+                            int64_t s) const;
   void evict_below_threshold();
 
   ModelConfig model_;
@@ -106,6 +125,11 @@ class BudgetedKvCache : public KvCache {
   int64_t peak_bytes_ = 0;
   int64_t protect_from_ = -1;
   bool static_ = false;
+  bool final_step_ = false;  // the running step's last token generates (begin_generating_step)
+  bool generating_ = false;  // steps record what their queries read (until a new prompt chunk)
+  // (B,) int64 on the device: per sequence the most entries one generating query read in one
+  // head, in all layers and heads, and the running step's total.
+  at::Tensor attended_max_, attended_total_max_, step_total_;
   std::vector<int64_t> host_longest_;  // static decode: per layer, an upper bound of max(length)
   int64_t host_total_ = 0;  // static decode: an upper bound of the largest sequence total
   at::Generator generator_;

@@ -140,7 +140,9 @@ int run_dialogue_eval(const DialogueOptions& o) {
                            {"answers", d.turns[t].second},
                            {"em", em},
                            {"f1", f1},
-                           {"rouge_l", rouge}});
+                           {"rouge_l", rouge},
+                           {"max_attended_entries", g.max_attended_entries},
+                           {"max_attended_total", g.max_attended_total}});
         }
         record = {{"policy", cell.policy},
                   {"budget", cell.budget},

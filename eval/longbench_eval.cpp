@@ -215,7 +215,9 @@ int run_longbench_eval(const LongBenchOptions& o) {
                   {"all_classes", r.all_classes},
                   {"length", r.length},
                   {"prompt_tokens", ids.size()},
-                  {"peak_kv_bytes", peak}};
+                  {"peak_kv_bytes", peak},
+                  {"max_attended_entries", g.max_attended_entries},
+                  {"max_attended_total", g.max_attended_total}};
         log.append(result);
       }
       std::vector<std::string> classes;

@@ -130,7 +130,9 @@ int run_longbench_v2_eval(const LongBenchV2Options& o) {
                   {"response", response},
                   {"pred", extract_choice(response)},
                   {"prompt_tokens", ids.size()},
-                  {"peak_kv_bytes", peak_kv_bytes(*cache)}});
+                  {"peak_kv_bytes", peak_kv_bytes(*cache)},
+                  {"max_attended_entries", g.max_attended_entries},
+                  {"max_attended_total", g.max_attended_total}});
       bar.update(1);
     }
   }

@@ -119,7 +119,7 @@ int run_synthetic_eval(const SyntheticEvalOptions& o) {
     PolicyOptions policy = parse_policy(cell.policy);
     std::map<std::string, std::pair<int64_t, int64_t>> per_task;  // task -> (correct, total)
     double peak_sum = 0, prefill_rate = 0, decode_rate = 0;
-    int64_t n = 0;
+    int64_t n = 0, max_attended = -1;
     for (const auto& ex : examples) {
       for (size_t t = 0; t < ex.turns.size(); ++t) {
         const std::string key = run_key(cell.policy, cell.budget, ex.id, t);
@@ -155,6 +155,9 @@ int run_synthetic_eval(const SyntheticEvalOptions& o) {
               {"correct", first_line_trimmed(pred) == answer},
               {"prompt_tokens", prompt_len},
               {"peak_kv_bytes", peak},
+              // The most entries one generating query read in a KV head, and in all of them.
+              {"max_attended_entries", r.max_attended_entries},
+              {"max_attended_total", r.max_attended_total},
               // After the last step: with buffer 0 an evicting cache is back at its budget.
               {"live_kv_bytes", cache->live_bytes()},
               {"budget_kv_bytes", budget_kv_bytes(*cache)},
@@ -170,6 +173,7 @@ int run_synthetic_eval(const SyntheticEvalOptions& o) {
         correct += record["correct"].get<bool>() ? 1 : 0;
         count += 1;
         peak_sum += record["peak_kv_bytes"].get<double>();
+        max_attended = std::max(max_attended, record.value("max_attended_entries", int64_t{-1}));
         prefill_rate += record["prefill_tokens_per_s"].get<double>();
         decode_rate += record["decode_tokens_per_s"].get<double>();
         ++n;
@@ -187,6 +191,8 @@ int run_synthetic_eval(const SyntheticEvalOptions& o) {
     metrics["em"] =
         100.0 * static_cast<double>(all_correct) / static_cast<double>(std::max<int64_t>(all, 1));
     metrics["peak_kv_bytes"] = peak_sum / static_cast<double>(std::max<int64_t>(n, 1));
+    // The worst case over the predictions: at most budget + buffer + 1 per head (see README).
+    metrics["max_attended_entries"] = max_attended;
     metrics["prefill_tokens_per_s"] = prefill_rate / static_cast<double>(std::max<int64_t>(n, 1));
     metrics["decode_tokens_per_s"] = decode_rate / static_cast<double>(std::max<int64_t>(n, 1));
     std::optional<double> budget;
@@ -199,6 +205,7 @@ int run_synthetic_eval(const SyntheticEvalOptions& o) {
   std::vector<std::string> columns = {"em"};
   for (const auto& task : o.tasks) columns.push_back("em_" + task);
   columns.push_back("peak_kv_bytes");
+  columns.push_back("max_attended_entries");
   print_score_table(rows, columns);
   log_info("wrote ", (out / "scores.json").string());
   return 0;

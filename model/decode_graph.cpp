@@ -64,8 +64,8 @@ DecodeGraph::~DecodeGraph() = default;
 at::Tensor DecodeGraph::step(const at::Tensor& tokens, const at::Tensor& positions) {
   Impl& s = *impl_;
   RETAIN_CHECK(tokens.sizes() == s.tokens.sizes() && positions.sizes() == s.positions.sizes(),
-               "DecodeGraph: expected tokens and positions of shape ", s.tokens.sizes(),
-               ", found ", tokens.sizes(), " and ", positions.sizes());
+               "DecodeGraph: expected tokens and positions of shape ", s.tokens.sizes(), ", found ",
+               tokens.sizes(), " and ", positions.sizes());
   s.tokens.copy_(tokens);
   s.positions.copy_(positions);
   auto caller = c10::cuda::getCurrentCUDAStream(s.model.device().index());

@@ -11,9 +11,9 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/safetensors.h"
+#include "kernels/fused_ops.h"
 #include "model/activation.h"
 #include "model/attention.h"
-#include "kernels/fused_ops.h"
 #include "model/rope.h"
 
 namespace retain {

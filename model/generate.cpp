@@ -105,13 +105,18 @@ std::vector<GenerationResult> generate_batch(const Decoder& model,
         .copy_(at::arange(options.start_position, options.start_position + n, at::kLong));
   }
   auto start = Clock::now();
-  const int64_t chunk = options.prefill_chunk > 0 ? options.prefill_chunk : longest;
-  at::Tensor hidden;
-  for (int64_t begin = 0; begin < longest; begin += chunk) {
-    const int64_t len = std::min(chunk, longest - begin);
-    hidden =
-        model.forward_hidden(ids.narrow(1, begin, len), positions.narrow(1, begin, len), &cache);
+  // The prompt but its last token in chunks, then the last token alone: its logits give the first
+  // new token, so the cache cuts back to its budget first (begin_generating_step) and that token
+  // reads no more than any decoded token does, whatever the chunk size.
+  const int64_t body = longest - 1;
+  const int64_t chunk = options.prefill_chunk > 0 ? options.prefill_chunk : std::max<int64_t>(body, 1);
+  for (int64_t begin = 0; begin < body; begin += chunk) {
+    const int64_t len = std::min(chunk, body - begin);
+    model.forward_hidden(ids.narrow(1, begin, len), positions.narrow(1, begin, len), &cache);
   }
+  cache.begin_generating_step();
+  at::Tensor hidden =
+      model.forward_hidden(ids.narrow(1, body, 1), positions.narrow(1, body, 1), &cache);
   std::vector<bool> done(static_cast<size_t>(b), false);
   std::vector<int64_t> next(static_cast<size_t>(b));
   // One device-to-host transfer per step: the greedy ids of every row at once (sampling moves
@@ -187,10 +192,16 @@ std::vector<GenerationResult> generate_batch(const Decoder& model,
   if (static_decode) cache.end_static_decode();
   const double prefill_seconds = std::chrono::duration<double>(prefill_end - start).count();
   const double decode_seconds = std::chrono::duration<double>(Clock::now() - prefill_end).count();
-  for (auto& res : results) {
+  const KvCache::AttendedEntries attended = cache.attended_entries();
+  for (int64_t r = 0; r < b; ++r) {
+    auto& res = results[r];
     res.prefill_seconds = prefill_seconds;
     res.decode_seconds = decode_seconds;
     res.decode_mode = decode_mode;
+    if (!attended.per_head.empty()) {
+      res.max_attended_entries = attended.per_head.at(r);
+      res.max_attended_total = attended.total.at(r);
+    }
   }
   return results;
 }

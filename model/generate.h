@@ -47,6 +47,11 @@ struct GenerationResult {
   double prefill_seconds = 0;
   double decode_seconds = 0;
   std::string decode_mode;  // how the steps ran: "eager", "static" or "cuda-graph"
+  // The most cache entries one generating query (the prompt's last token, then every decoded
+  // token) read in one KV head, and in all layers and heads together; -1 where the cache does not
+  // record it.
+  int64_t max_attended_entries = -1;
+  int64_t max_attended_total = -1;
 };
 
 GenerationResult generate(const Decoder& model, const std::vector<int64_t>& prompt, KvCache& cache,

@@ -62,6 +62,19 @@ int64_t FullKvCache::live_bytes() const {
   return bytes;
 }
 
+KvCache::AttendedEntries FullKvCache::attended_entries() const {
+  const Layer& l = layers_.front();
+  if (!l.keys.defined()) return {};
+  auto counts = (l.positions.narrow(2, 0, l.length) >= 0).sum({1, 2}).to(at::kCPU);
+  AttendedEntries out;
+  const int64_t heads = l.keys.size(1) * static_cast<int64_t>(layers_.size());
+  for (int64_t r = 0; r < counts.size(0); ++r) {
+    out.per_head.push_back(counts[r].item<int64_t>());
+    out.total.push_back(out.per_head.back() * heads);
+  }
+  return out;
+}
+
 std::unique_ptr<KvCache> FullKvCache::clone() const {
   auto copy = std::make_unique<FullKvCache>(static_cast<int64_t>(layers_.size()));
   for (size_t i = 0; i < layers_.size(); ++i) {

@@ -47,6 +47,18 @@ class KvCache {
   // Called by the model once every layer has run a step: where eviction policies act.
   virtual void end_step() {}
 
+  // Called before the forward whose last token's logits are used (generation runs the prompt's
+  // last token as a step of its own): a cache with a budget cuts back to it before that token's
+  // queries read it, and from then on records how many entries each generating query reads.
+  virtual void begin_generating_step() {}
+
+  // Per sequence: the most entries one generating query read in one KV head, and in all layers
+  // and KV heads together (the bound dbtrimkv keeps). Empty where the cache does not record it.
+  struct AttendedEntries {
+    std::vector<int64_t> per_head, total;
+  };
+  virtual AttendedEntries attended_entries() const { return {}; }
+
   // Called by generation when the prompt has been read and decoding starts.
   virtual void end_prefill() {}
 
@@ -78,6 +90,8 @@ class FullKvCache : public KvCache {
                    const at::Tensor& positions) override;
   int64_t live_bytes() const override;
   std::unique_ptr<KvCache> clone() const override;
+  // Every entry is read: the live tokens of each sequence, in every head.
+  AttendedEntries attended_entries() const override;
   int64_t length(int64_t layer) const { return layers_.at(layer).length; }
 
  private:

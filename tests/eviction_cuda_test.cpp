@@ -87,11 +87,11 @@ TEST(AttentionCuda, FusedEqualsEager_CUDA) {
       const int64_t b = 2, h = 8, hk = 2, t = 6, s = 19, d = 64;
       auto q = at::randn({b, h, t, d}, opts), k = at::randn({b, hk, s, d}, opts);
       auto v = at::randn({b, hk, s, d}, opts);
-      auto q_pos = at::arange(13, 13 + t, at::TensorOptions(at::kCUDA).dtype(at::kLong))
-                       .repeat({b, 1});
+      auto q_pos =
+          at::arange(13, 13 + t, at::TensorOptions(at::kCUDA).dtype(at::kLong)).repeat({b, 1});
       q_pos[1][0] = -1;  // a padding query
-      auto k_pos = at::randperm(s, at::TensorOptions(at::kCUDA).dtype(at::kLong))
-                       .repeat({b, hk, 1});
+      auto k_pos =
+          at::randperm(s, at::TensorOptions(at::kCUDA).dtype(at::kLong)).repeat({b, hk, 1});
       k_pos.narrow(2, 15, 4).fill_(-1);  // empty slots
       auto fused = attention_fused(q, k, v, q_pos, k_pos, 0.125, window).to(at::kFloat);
       auto eager = attention_eager(q, k, v, q_pos, k_pos, 0.125, window).to(at::kFloat);

@@ -313,14 +313,50 @@ TEST_P(PolicyOnModel, LargeBudgetEqualsFullAndSmallBudgetHolds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, PolicyOnModel,
-                         ::testing::Values("streaming", "h2o", "random", "importance", "knorm",
-                                           "trimkv", "dbtrimkv", "trimkv:horizon=8"),
+                         ::testing::Values("streaming", "h2o", "snapkv", "sagekv", "random",
+                                           "importance", "knorm", "trimkv", "dbtrimkv",
+                                           "trimkv:horizon=8"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), ':', '_');
                            std::replace(n.begin(), n.end(), '=', '_');
                            return n;
                          });
+
+// The README's bound, for every policy and chunk size: the prompt's last token (whose logits give
+// the first new token) reads at most budget + 1 entries per KV head, its own included; every
+// decoded token at most budget + buffer + 1; dbtrimkv the same in total over layers and heads.
+TEST_P(PolicyOnModel, EveryGeneratingQueryReadsAtMostTheBudget) {
+  c10::InferenceMode guard;
+  Decoder model = Decoder::load(testing::fixture_dir("hf") / "qwen3_qknorm", {});
+  const ModelConfig& c = model.config();
+  auto gates = probe_gates(c);
+  std::vector<int64_t> prompt;
+  for (int i = 0; i < 50; ++i) prompt.push_back(3 + (i * 37) % 500);
+  const int64_t heads = c.num_layers * c.num_kv_heads, budget = 8;
+  for (int64_t chunk : {1, 7, 64, 0}) {
+    for (int64_t buffer : {0, 3}) {
+      for (int64_t new_tokens : {1, 9}) {
+        PolicyOptions policy = parse_policy(GetParam());
+        policy.buffer = buffer;
+        SamplingOptions options;
+        options.max_new_tokens = new_tokens;
+        options.prefill_chunk = chunk;
+        BudgetedKvCache cache(c, policy, budget, chunk > 0 ? chunk : 64, gates.get());
+        auto r = generate(model, prompt, cache, options);
+        // One new token: only the prompt's last token generated; more: decoded tokens too.
+        const int64_t slack = new_tokens == 1 ? 0 : buffer;
+        const std::string what = GetParam() + " chunk " + std::to_string(chunk) + " buffer " +
+                                 std::to_string(buffer) + " new " + std::to_string(new_tokens);
+        ASSERT_GT(r.max_attended_entries, 0) << what;
+        EXPECT_LE(r.max_attended_total, heads * (budget + slack + 1)) << what;
+        if (!policy.global()) {
+          EXPECT_LE(r.max_attended_entries, budget + slack + 1) << what;
+        }
+      }
+    }
+  }
+}
 
 TEST(Eviction, ChunkedPrefillWithTheFullCacheEqualsOneShot) {
   c10::InferenceMode guard;
@@ -703,6 +739,33 @@ TEST(BatchGeneration, StaticDecodeEqualsEager) {
   EXPECT_EQ(generate(model, prompts[0], *random_cache, options).decode_mode, "eager");
   FullKvCache full(c.num_layers);
   EXPECT_EQ(generate(model, prompts[0], full, options).decode_mode, "eager");
+}
+
+// A needle in the prompt's last chunk: before the fix, the last chunk's queries (the last one
+// gives the first new token) read the whole chunk on top of the budget. Now streaming at a budget
+// that excludes the needle leaves the last token the sink and the recent window only.
+TEST(BatchGeneration, TheLastChunkIsEvictedBeforeTheFirstTokenIsComputed) {
+  c10::InferenceMode guard;
+  Decoder model = Decoder::load(testing::fixture_dir("hf") / "llama_gqa4_llama3", {});
+  std::vector<int64_t> prompt;
+  for (int i = 0; i < 40; ++i) prompt.push_back(3 + (i * 37) % 500);
+  PolicyOptions policy = parse_policy("streaming:sinks=1,buffer=4");
+  BudgetedKvCache cache(model.config(), policy, 4, 16);
+  SamplingOptions options;
+  options.max_new_tokens = 1;
+  options.prefill_chunk = 16;  // chunks 0-15, 16-31, 32-38, then token 39 alone
+  auto r = generate(model, prompt, cache, options);
+  EXPECT_EQ(r.max_attended_entries, 5);  // budget 4 + the token itself
+  for (int64_t l = 0; l < model.config().num_layers; ++l)
+    for (int64_t h = 0; h < model.config().num_kv_heads; ++h)
+      EXPECT_EQ(cache.live_positions(l, 0, h), (std::vector<int64_t>{0, 36, 37, 38, 39}));
+  // The full cache records everything it read: the prompt and every token decoded but the last.
+  FullKvCache full(model.config().num_layers);
+  options.max_new_tokens = 3;
+  auto f = generate(model, prompt, full, options);
+  EXPECT_EQ(f.max_attended_entries, 42);
+  EXPECT_EQ(f.max_attended_total,
+            42 * model.config().num_layers * model.config().num_kv_heads);
 }
 
 TEST(BatchGeneration, StopStringsEndGeneration) {
