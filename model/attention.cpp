@@ -24,8 +24,9 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& keys, const at::Tens
                      const at::Tensor& q_positions, const at::Tensor& k_positions, double scale,
                      int64_t window) {
   // One query per sequence (a decode step) stays eager: the fused path repeats K/V for GQA, which
-  // at T = 1 costs more than the whole product (a 32k full cache went from 51 to 189 ms a step).
-  if (q.is_cuda() && q.size(2) > 1)
+  // at T = 1 costs more than the whole product (on an H100 a 32k full cache went from 51 to 189
+  // ms a step).
+  if (q.size(2) > 1)
     return attention_fused(q, keys, values, q_positions, k_positions, scale, window);
   return attention_eager(q, keys, values, q_positions, k_positions, scale, window);
 }

@@ -11,10 +11,11 @@ namespace retain {
 
 // q: (B, H, T, D); keys/values: (B, Hk, S, D); q_positions: (B, T); k_positions: (B, 1|Hk, S).
 // window > 0 restricts each query to keys with q_pos - k_pos < window. Returns (B, H, T, D).
-// On the CPU: scores in the input dtype and the softmax in fp32, as transformers' eager path.
-// On CUDA with T > 1 (prefill, training's teacher): fused scaled-dot-product attention
-// (transformers' default "sdpa" path) with the same mask, which never holds the (B, H, T, S)
-// scores; see attention_fused. Decode steps (T = 1) take the eager path. A query that sees no key
+// T > 1 (prefill chunks, training's teacher): fused scaled-dot-product attention (transformers'
+// default "sdpa" path; flash / memory-efficient kernels on CUDA, flash on the CPU) with the
+// position mask, never holding the (B, H, T, S) scores; see attention_fused. T = 1 (a decode
+// step): the eager path, scores in the input dtype and the softmax in fp32, as transformers'
+// eager attention. A query that sees no key
 // (padding) gets uniform weights on both paths; its output is unused.
 at::Tensor attention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
                      const at::Tensor& q_positions, const at::Tensor& k_positions, double scale,
