@@ -112,8 +112,8 @@ void BudgetedKvCache::observe(const LayerTensors& t) {
     // chunk boundaries. Decode steps never vote, so static decode leaves it alone.
     const int64_t w = policy_.kind == PolicyKind::kSageKV ? int64_t{1} : policy_.window;
     auto q = l.recent_q.defined() ? at::cat({l.recent_q, t.q}, 2) : t.q;
-    auto pos = l.recent_positions.defined() ? at::cat({l.recent_positions, t.positions}, 1)
-                                            : t.positions;
+    auto pos =
+        l.recent_positions.defined() ? at::cat({l.recent_positions, t.positions}, 1) : t.positions;
     const int64_t keep = std::min(w, q.size(2));
     l.recent_q = q.narrow(2, q.size(2) - keep, keep).contiguous();
     l.recent_positions = pos.narrow(1, pos.size(1) - keep, keep).contiguous();
@@ -199,8 +199,7 @@ at::Tensor BudgetedKvCache::attention_mass(int64_t layer, const at::Tensor& q,
                            keys.to(at::kFloat).transpose(-1, -2)) /
                 std::sqrt(static_cast<double>(d));
   auto k_pos = l.positions.narrow(2, 0, s).unsqueeze(-2);  // (B, Hk, 1, S)
-  auto q_pos =
-      q_positions.view({b, 1, 1, voters}).repeat({1, 1, g, 1}).view({b, 1, g * voters, 1});
+  auto q_pos = q_positions.view({b, 1, 1, voters}).repeat({1, 1, g, 1}).view({b, 1, g * voters, 1});
   auto visible = (k_pos >= 0).logical_and(k_pos <= q_pos);
   auto probs = at::softmax(scores.masked_fill(visible.logical_not(), -kInf), -1).nan_to_num(0);
   return probs.sum(2);  // (B, Hk, S): summed over the group's heads and the voting queries
@@ -506,8 +505,8 @@ std::unique_ptr<KvCache> BudgetedKvCache::clone() const {
     l.length = l.length.clone();
   }
   // Updated in place by the steps.
-  for (at::Tensor* t : {&copy->seen_, &copy->attended_max_, &copy->attended_total_max_,
-                        &copy->step_total_})
+  for (at::Tensor* t :
+       {&copy->seen_, &copy->attended_max_, &copy->attended_total_max_, &copy->step_total_})
     if (t->defined()) *t = t->clone();
   copy->generator_ = generator_.clone();
   return copy;

@@ -109,7 +109,8 @@ std::vector<GenerationResult> generate_batch(const Decoder& model,
   // new token, so the cache cuts back to its budget first (begin_generating_step) and that token
   // reads no more than any decoded token does, whatever the chunk size.
   const int64_t body = longest - 1;
-  const int64_t chunk = options.prefill_chunk > 0 ? options.prefill_chunk : std::max<int64_t>(body, 1);
+  const int64_t chunk =
+      options.prefill_chunk > 0 ? options.prefill_chunk : std::max<int64_t>(body, 1);
   for (int64_t begin = 0; begin < body; begin += chunk) {
     const int64_t len = std::min(chunk, body - begin);
     model.forward_hidden(ids.narrow(1, begin, len), positions.narrow(1, begin, len), &cache);

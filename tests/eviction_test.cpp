@@ -764,8 +764,7 @@ TEST(BatchGeneration, TheLastChunkIsEvictedBeforeTheFirstTokenIsComputed) {
   options.max_new_tokens = 3;
   auto f = generate(model, prompt, full, options);
   EXPECT_EQ(f.max_attended_entries, 42);
-  EXPECT_EQ(f.max_attended_total,
-            42 * model.config().num_layers * model.config().num_kv_heads);
+  EXPECT_EQ(f.max_attended_total, 42 * model.config().num_layers * model.config().num_kv_heads);
 }
 
 TEST(BatchGeneration, StopStringsEndGeneration) {
