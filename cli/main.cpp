@@ -339,6 +339,12 @@ int main(int argc, char** argv) {
   syn_cmd->add_option("--out", syn.out, "output directory")->required();
   syn_cmd->add_flag("--protect-question", syn.protect_question,
                     "never evict the question while reading the prompt");
+  syn_cmd
+      ->add_option("--question-mode", syn.question_mode,
+                   "evict: the question is part of the budgeted stream; keep: kvpress's "
+                   "semantics, the context is compressed once and the question kept on top")
+      ->check(CLI::IsMember({"evict", "keep"}))
+      ->capture_default_str();
 
   retain::LongBenchOptions lb;
   std::string lb_policies = "full", lb_budgets, lb_datasets;

@@ -370,9 +370,31 @@ void BudgetedKvCache::end_step() {
   if (!static_) evict_now();
 }
 
+void BudgetedKvCache::compress_context() {
+  RETAIN_CHECK(!static_, "BudgetedKvCache: compress_context during static decode");
+  for (int64_t li = 0; li < static_cast<int64_t>(layers_.size()); ++li) {
+    Layer& l = layers_[li];
+    if (!l.keys.defined() || !one_time() || !l.recent_q.defined()) continue;
+    const int64_t s = l.length.max().item<int64_t>();
+    auto mass = attention_mass(li, l.recent_q, l.recent_positions, s);
+    const int64_t b = mass.size(0), hk = mass.size(1);
+    if (policy_.kind == PolicyKind::kSnapKV && policy_.kernel > 1)
+      mass =
+          at::max_pool1d(mass.reshape({b * hk, 1, s}), {policy_.kernel}, {1}, {policy_.kernel / 2})
+              .view({b, hk, s});
+    l.stat.narrow(2, 0, s).copy_(mass);
+  }
+  if (policy_.global())
+    evict_global(budget_, budget_);
+  else
+    evict_per_head(budget_, budget_);
+  frozen_ = true;
+}
+
 void BudgetedKvCache::begin_generating_step() {
-  final_step_ = true;
   generating_ = true;
+  if (frozen_) return;  // keep mode: the context was compressed once, nothing more goes
+  final_step_ = true;
   // dbtrimkv's budget is global, and a layer cannot rank its entries against layers the step has
   // not reached yet: cut before the step to L Hk budget; the step adds L Hk.
   if (policy_.global()) evict_global(budget_, budget_);
@@ -438,6 +460,7 @@ bool BudgetedKvCache::end_static_step() {
   }
   host_total_ += nl * hk;
   due = due || (policy_.global() && host_total_ > nl * hk * (budget_ + policy_.buffer));
+  due = due && !frozen_;  // keep mode evicts nothing after the context
   if (!due && !full) return false;
   // Exactly the eager end of step; where the counts over-estimate it evicts nothing more.
   evict_now();
@@ -465,11 +488,13 @@ void BudgetedKvCache::evict_now() {
       compact(l, live.logical_and(counted));
   }
   peak_bytes_ = std::max(peak_bytes_, live_bytes());  // before eviction: the real peak
-  if (policy_.threshold > 0) evict_below_threshold();
-  if (policy_.global())
-    evict_global(budget_, budget_ + policy_.buffer);
-  else
-    evict_per_head(budget_, budget_ + policy_.buffer);
+  if (!frozen_) {  // keep mode: nothing is evicted after the context
+    if (policy_.threshold > 0) evict_below_threshold();
+    if (policy_.global())
+      evict_global(budget_, budget_ + policy_.buffer);
+    else
+      evict_per_head(budget_, budget_ + policy_.buffer);
+  }
   for (auto& l : layers_) {
     l.pending_q = at::Tensor();
     l.pending_stat = at::Tensor();

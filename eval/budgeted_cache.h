@@ -58,6 +58,13 @@ class BudgetedKvCache : public KvCache {
   void begin_generating_step() override;
   AttendedEntries attended_entries() const override;
 
+  // --question-mode keep (kvpress's semantics): call once the context alone has been read. The
+  // one-time policies vote with the context's last queries, every head (dbtrimkv: the global
+  // pool) is cut back to the budget, and nothing is evicted afterwards: the question and the
+  // generated tokens stay on top of the compressed context.
+  void compress_context();
+  bool frozen() const { return frozen_; }
+
   void end_prefill() override { protect_from_ = -1; }
   // --protect-question: while the prompt is read, entries at positions >= `position` (the question)
   // are never evicted; decoding lifts the protection.
@@ -125,6 +132,7 @@ class BudgetedKvCache : public KvCache {
   int64_t peak_bytes_ = 0;
   int64_t protect_from_ = -1;
   bool static_ = false;
+  bool frozen_ = false;      // compress_context ran: no policy eviction from then on
   bool final_step_ = false;  // the running step's last token generates (begin_generating_step)
   bool generating_ = false;  // steps record what their queries read (until a new prompt chunk)
   // (B,) int64 on the device: per sequence the most entries one generating query read in one

@@ -101,17 +101,21 @@ int64_t budget_kv_bytes(const KvCache& cache) {
   return cache.live_bytes();
 }
 
+int64_t question_start(const Tokenizer& tokenizer, const std::string& text,
+                       const std::string& question, bool with_bos) {
+  size_t at = text.rfind(question);
+  RETAIN_CHECK(at != std::string::npos, "the question is not in the prompt (internal)");
+  const std::string before = text.substr(0, at);
+  int64_t count = before.empty() ? 0 : static_cast<int64_t>(tokenizer.encode(before).size());
+  if (with_bos && tokenizer.add_bos() && tokenizer.bos_id()) count += 1;
+  return count;
+}
+
 void protect_question(KvCache& cache, const Tokenizer& tokenizer, const std::string& text,
                       const std::string& question, bool with_bos) {
   auto* budgeted = dynamic_cast<BudgetedKvCache*>(&cache);
   if (budgeted == nullptr) return;
-  size_t at = text.rfind(question);
-  RETAIN_CHECK(at != std::string::npos,
-               "--protect-question: the question is not in the prompt (internal)");
-  const std::string before = text.substr(0, at);
-  int64_t count = before.empty() ? 0 : static_cast<int64_t>(tokenizer.encode(before).size());
-  if (with_bos && tokenizer.add_bos() && tokenizer.bos_id()) count += 1;
-  budgeted->protect_from(count);
+  budgeted->protect_from(question_start(tokenizer, text, question, with_bos));
 }
 
 }  // namespace retain

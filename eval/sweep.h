@@ -73,6 +73,11 @@ int64_t budget_kv_bytes(const KvCache& cache);
 // and whose tokens were made with `with_bos` (encode_prompt) or not (a rendered chat template):
 // the token count of the text before the last occurrence of `question`. Marks that position on
 // an evicting cache (a no-op for the full cache).
+// The index of the question's first token in the encoded `text` (with_bos: the prompt starts
+// with BOS when the tokenizer adds one); the question must be a suffix boundary of `text`.
+int64_t question_start(const Tokenizer& tokenizer, const std::string& text,
+                       const std::string& question, bool with_bos);
+
 void protect_question(KvCache& cache, const Tokenizer& tokenizer, const std::string& text,
                       const std::string& question, bool with_bos);
 

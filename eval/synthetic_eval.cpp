@@ -103,7 +103,8 @@ int run_synthetic_eval(const SyntheticEvalOptions& o) {
                                                  {"seed", o.seed},
                                                  {"limit", o.limit},
                                                  {"max_new_tokens", o.max_new_tokens},
-                                                 {"protect_question", o.protect_question}});
+                                                 {"protect_question", o.protect_question},
+                                                 {"question_mode", o.question_mode}});
 
   // Resume: every line already written is a finished (policy, budget, example, turn).
   PredictionLog log(out / "predictions.jsonl", [](const Json& j) {
@@ -128,19 +129,32 @@ int run_synthetic_eval(const SyntheticEvalOptions& o) {
           record = *previous;
         } else {
           const std::string prompt_text = synthetic_prompt(ex, t);
+          const std::string question = "\nQuestion: " + ex.turns[t].first;
           auto prompt = tokenizer.encode_prompt(prompt_text);
           const auto prompt_len = static_cast<int64_t>(prompt.size());
+          const bool keep = o.question_mode == "keep";
+          // keep: the budget is a share of the context, which is compressed once on its own.
+          const int64_t context_len =
+              keep ? question_start(tokenizer, prompt_text, question, /*with_bos=*/true)
+                   : prompt_len;
           auto cache = make_kv_cache(model.config(), policy,
                                      cell.budget.is_null() ? 0.0 : cell.budget.get<double>(),
-                                     prompt_len, o.chunk, m.gates_for(policy));
+                                     context_len, o.chunk, m.gates_for(policy));
           if (o.protect_question)
-            protect_question(*cache, tokenizer, prompt_text, "\nQuestion: " + ex.turns[t].first,
-                             /*with_bos=*/true);
+            protect_question(*cache, tokenizer, prompt_text, question, /*with_bos=*/true);
           SamplingOptions sampling;
           sampling.max_new_tokens = o.max_new_tokens;
           sampling.prefill_chunk = o.chunk;
           if (tokenizer.eos_id()) sampling.stop_ids = {*tokenizer.eos_id()};
-          GenerationResult r = generate(model, prompt, *cache, sampling);
+          std::vector<int64_t> rest = prompt;
+          if (keep && context_len > 0) {
+            prefill(model, {prompt.begin(), prompt.begin() + context_len}, *cache, 0, o.chunk);
+            if (auto* budgeted = dynamic_cast<BudgetedKvCache*>(cache.get()))
+              budgeted->compress_context();
+            rest.assign(prompt.begin() + context_len, prompt.end());
+            sampling.start_position = context_len;
+          }
+          GenerationResult r = generate(model, rest, *cache, sampling);
           std::string pred = tokenizer.decode(r.tokens, /*skip_special=*/true);
           const int64_t peak = peak_kv_bytes(*cache);
           const std::string answer = ex.turns[t].second;
@@ -193,6 +207,7 @@ int run_synthetic_eval(const SyntheticEvalOptions& o) {
     metrics["peak_kv_bytes"] = peak_sum / static_cast<double>(std::max<int64_t>(n, 1));
     // The worst case over the predictions: at most budget + buffer + 1 per head (see README).
     metrics["max_attended_entries"] = max_attended;
+    metrics["question_mode"] = o.question_mode;
     metrics["prefill_tokens_per_s"] = prefill_rate / static_cast<double>(std::max<int64_t>(n, 1));
     metrics["decode_tokens_per_s"] = decode_rate / static_cast<double>(std::max<int64_t>(n, 1));
     std::optional<double> budget;

@@ -214,6 +214,13 @@ check_error prep-bad-span "badspans.jsonl:1: field 'answer_spans': range [2, 9] 
 [ ! -e "$work/bs" ] || { echo "FAIL prep left output after an error"; failures=$((failures + 1)); }
 check eval-synthetic-data "$retain" eval synthetic --model "$synmodel" --data "$syn/heldout.jsonl" --tasks needle,kv --policy full,streaming:buffer=0 --budget 0.5 --max-new-tokens 2 --out "$work/synev"
 [ "$(wc -l < "$work/synev/predictions.jsonl")" -eq 12 ] || { echo "FAIL eval synthetic --data: $(wc -l < "$work/synev/predictions.jsonl") predictions"; failures=$((failures + 1)); }
+# --question-mode keep (kvpress's semantics): recorded in config.yaml and scores.json; every
+# prediction read at most the context's budget plus the question and the generated tokens.
+check eval-synthetic-keep "$retain" eval synthetic --model "$synmodel" --data "$syn/heldout.jsonl" --tasks needle --policy snapkv:buffer=0 --budget 0.2 --max-new-tokens 2 --question-mode keep --out "$work/synkeep"
+grep -q '"question_mode": *"keep"' "$work/synkeep/config.yaml" && grep -q '"question_mode": *"keep"' "$work/synkeep/scores.json" ||
+  { echo "FAIL --question-mode keep is not in config.yaml and scores.json"; failures=$((failures + 1)); }
+check_error eval-synthetic-bad-question-mode "--question-mode" \
+  "$retain" eval synthetic --model "$synmodel" --data "$syn/heldout.jsonl" --question-mode drop --out "$work/synkeep2"
 head -2 "$syn/heldout.jsonl" > "$work/broken.jsonl" && echo '{"id": "x", "task": "kv"}' >> "$work/broken.jsonl"
 check_error eval-synthetic-bad-line "broken.jsonl:3: expected a string field 'context'" \
   "$retain" eval synthetic --model "$synmodel" --data "$work/broken.jsonl" --out "$work/synev2"

@@ -767,6 +767,49 @@ TEST(BatchGeneration, TheLastChunkIsEvictedBeforeTheFirstTokenIsComputed) {
   EXPECT_EQ(f.max_attended_total, 42 * model.config().num_layers * model.config().num_kv_heads);
 }
 
+// --question-mode keep (kvpress's semantics): the context alone is compressed to the budget once,
+// then the question and every generated token stay on top, never evicted.
+TEST(BatchGeneration, KeepModeCompressesTheContextOnceAndKeepsTheQuestion) {
+  c10::InferenceMode guard;
+  Decoder model = Decoder::load(testing::fixture_dir("hf") / "llama_gqa4_llama3", {});
+  const ModelConfig& c = model.config();
+  auto gates = probe_gates(c, true);
+  std::vector<int64_t> context, question = {7, 8, 9, 10, 11, 12};
+  for (int i = 0; i < 40; ++i) context.push_back(3 + (i * 37) % 500);
+  for (const std::string spec : {"snapkv:window=4,buffer=0", "streaming:buffer=0", "dbtrimkv"}) {
+    SCOPED_TRACE(spec);
+    PolicyOptions policy = parse_policy(spec);
+    BudgetedKvCache cache(c, policy, 8, 16, gates.get());
+    prefill(model, context, cache, 0, 16);
+    cache.compress_context();
+    int64_t total = 0;
+    std::vector<std::vector<int64_t>> kept;
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      for (int64_t h = 0; h < c.num_kv_heads; ++h) {
+        kept.push_back(cache.live_positions(l, 0, h));
+        total += static_cast<int64_t>(kept.back().size());
+        if (!policy.global()) EXPECT_EQ(kept.back().size(), 8u);
+      }
+    EXPECT_EQ(total, c.num_layers * c.num_kv_heads * 8);
+    SamplingOptions options;
+    options.max_new_tokens = 5;
+    options.prefill_chunk = 4;
+    options.start_position = 40;
+    auto r = generate(model, question, cache, options);
+    ASSERT_EQ(r.tokens.size(), 5u);
+    // The question (40-45) and the decoded tokens but the last (46-49) on top of the context.
+    size_t i = 0;
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      for (int64_t h = 0; h < c.num_kv_heads; ++h, ++i) {
+        auto want = kept[i];
+        for (int64_t p = 40; p < 50; ++p) want.push_back(p);
+        EXPECT_EQ(cache.live_positions(l, 0, h), want) << "layer " << l << " head " << h;
+      }
+    EXPECT_EQ(r.max_attended_total, c.num_layers * c.num_kv_heads * (8 + 10));
+    if (!policy.global()) EXPECT_EQ(r.max_attended_entries, 8 + 10);
+  }
+}
+
 TEST(BatchGeneration, StopStringsEndGeneration) {
   c10::InferenceMode guard;
   Decoder model = Decoder::load(testing::fixture_dir("hf") / "llama_tied_mha", {});
