@@ -767,6 +767,31 @@ TEST(BatchGeneration, TheLastChunkIsEvictedBeforeTheFirstTokenIsComputed) {
   EXPECT_EQ(f.max_attended_total, 42 * model.config().num_layers * model.config().num_kv_heads);
 }
 
+// Streaming ranks by position alone, so what it keeps cannot depend on the chunk size (the other
+// policies rank by values that depend on what earlier chunks read, see README "The bound").
+TEST(BatchGeneration, StreamingKeepsTheSameEntriesWhateverTheChunk) {
+  c10::InferenceMode guard;
+  Decoder model = Decoder::load(testing::fixture_dir("hf") / "llama_gqa4_llama3", {});
+  std::vector<int64_t> prompt;
+  for (int i = 0; i < 45; ++i) prompt.push_back(3 + (i * 37) % 500);
+  std::vector<std::vector<int64_t>> first;
+  for (int64_t chunk : {1, 7, 64, 0}) {
+    BudgetedKvCache cache(model.config(), parse_policy("streaming:sinks=2,buffer=3"), 6,
+                          chunk > 0 ? chunk : 64);
+    SamplingOptions options;
+    options.max_new_tokens = 1;
+    options.prefill_chunk = chunk;
+    generate(model, prompt, cache, options);
+    std::vector<std::vector<int64_t>> kept;
+    for (int64_t l = 0; l < model.config().num_layers; ++l)
+      for (int64_t h = 0; h < model.config().num_kv_heads; ++h)
+        kept.push_back(cache.live_positions(l, 0, h));
+    EXPECT_EQ(kept.front(), (std::vector<int64_t>{0, 1, 40, 41, 42, 43, 44})) << chunk;
+    if (first.empty()) first = kept;
+    EXPECT_EQ(kept, first) << "chunk " << chunk;
+  }
+}
+
 // --question-mode keep (kvpress's semantics): the context alone is compressed to the budget once,
 // then the question and every generated token stay on top, never evicted.
 TEST(BatchGeneration, KeepModeCompressesTheContextOnceAndKeepsTheQuestion) {
