@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""The demo's held-out synthetic tasks through NVIDIA kvpress, next to retain's
+`eval synthetic --question-mode keep` predictions of the same model and token ids.
+
+kvpress compresses the context once after its prefill and keeps the question and generated tokens
+on top, which is retain's `--question-mode keep`. This driver (ours, not kvpress's pipeline)
+builds the same prompt text retain builds, tokenizes it with the model's SentencePiece file the
+way retain does (BOS + ids, split where the last question starts), runs the context under the
+press, then the question and greedy decoding without it, and prints per (policy, budget): exact
+match of both tools and how many answers are identical. The full cache must agree everywhere;
+where the definitions differ the table says so (SnapKV pools votes with max over 7 keys in retain,
+average over 5 in kvpress).
+
+Install kvpress outside the project's venv (it needs transformers < 5.3):
+  pip install --target /tmp/kvpress-peer --no-deps kvpress==0.5.5 transformers==5.2.0 \\
+      'tokenizers>=0.22,<0.23' huggingface_hub httpx httpcore anyio sniffio h11 certifi idna \\
+      cachetools fire termcolor protobuf requests urllib3 charset_normalizer hf_xet
+  retain eval synthetic --config recipes/demo/eval.yaml --model runs/demo/model \\
+      --data runs/demo/data/heldout.jsonl --gates-dir runs/demo --out runs/keep --question-mode keep
+  PYTHONPATH=/tmp/kvpress-peer python scripts/peers/kvpress_synthetic.py --model runs/demo/model \\
+      --data runs/demo/data/heldout.jsonl --retain runs/keep/predictions.jsonl
+"""
+import argparse
+import json
+import math
+import sys
+import time
+import types
+
+# kvpress imports `datasets` for two presses' calibration downloads, which this driver never uses.
+_datasets = types.ModuleType("datasets")
+_datasets.load_dataset = lambda *a, **k: (_ for _ in ()).throw(  # noqa: E731
+    RuntimeError("datasets is not installed (kvpress calibration presses are not used here)"))
+sys.modules.setdefault("datasets", _datasets)
+
+import sentencepiece  # noqa: E402
+import torch  # noqa: E402
+from transformers import AutoModelForCausalLM, DynamicCache  # noqa: E402
+
+import kvpress  # noqa: E402
+
+
+def synthetic_prompt(example, turn):
+    """retain's data/synthetic.cpp synthetic_prompt."""
+    prompt = example["context"] + "\n"
+    for t in range(turn + 1):
+        question, answer = example["turns"][t]["question"], example["turns"][t]["answer"]
+        prompt += "\nQuestion: " + question + "\nAnswer:"
+        if t < turn:
+            prompt += " " + answer
+    return prompt
+
+
+def first_line_trimmed(text):
+    line = text.split("\n", 1)[0]
+    return line.strip()
+
+
+def resolve_budget(budget, tokens):
+    """retain's eval/cache_factory.cpp resolve_budget."""
+    if budget >= 1:
+        return int(budget)
+    return max(1, int(math.floor(budget * tokens + 0.5)))
+
+
+def make_press(spec, keep, context_len):
+    """kvpress's press for a retain policy spec, keeping `keep` of `context_len` entries."""
+    name, _, opts = spec.partition(":")
+    options = dict(kv.split("=") for kv in opts.split(",") if kv)
+    # kvpress keeps int(n * (1 - ratio)) entries: aim half an entry above `keep` so that rounding
+    # in floating point cannot drop one.
+    ratio = 1.0 - (keep + 0.5) / context_len
+    if name == "streaming":
+        sinks = int(options.get("sinks", min(4, keep // 4)))
+        return kvpress.StreamingLLMPress(compression_ratio=ratio, n_sink=sinks)
+    if name == "knorm":
+        return kvpress.KnormPress(compression_ratio=ratio)
+    if name == "snapkv":
+        window = int(options.get("window", min(32, keep // 2)))
+        return kvpress.SnapKVPress(compression_ratio=ratio, window_size=window)
+    return None
+
+
+@torch.inference_mode()
+def answer(model, context_ids, question_ids, press, max_new_tokens, eos_id):
+    cache = DynamicCache()
+    ctx = torch.tensor([context_ids])
+    if press is not None:
+        with press(model):
+            model(input_ids=ctx, past_key_values=cache, use_cache=True)
+    else:
+        model(input_ids=ctx, past_key_values=cache, use_cache=True)
+    start = len(context_ids)
+    ids = torch.tensor([question_ids])
+    out_tokens = []
+    for _ in range(max_new_tokens):
+        n = ids.shape[1]
+        positions = torch.arange(start, start + n).unsqueeze(0)
+        cache_len = cache.get_seq_length()
+        logits = model(
+            input_ids=ids,
+            past_key_values=cache,
+            position_ids=positions,
+            cache_position=torch.arange(cache_len, cache_len + n),
+            use_cache=True,
+        ).logits
+        token = int(logits[0, -1].argmax())
+        out_tokens.append(token)
+        if token == eos_id:
+            break
+        start += n
+        ids = torch.tensor([[token]])
+    return out_tokens
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", required=True, help="retain/HF model directory")
+    ap.add_argument("--data", required=True, help="held-out tasks (retain synth's heldout.jsonl)")
+    ap.add_argument("--retain", required=True,
+                    help="predictions.jsonl of retain eval synthetic --question-mode keep")
+    ap.add_argument("--policies", default="full,streaming,knorm,snapkv",
+                    help="policy names to compare (retain specs are matched by name)")
+    ap.add_argument("--max-new-tokens", type=int, default=12)
+    ap.add_argument("--limit", type=int, default=0, help="examples (0: all)")
+    args = ap.parse_args()
+
+    examples = {}
+    with open(args.data) as f:
+        for line in f:
+            if line.strip():
+                ex = json.loads(line)
+                examples[ex["id"]] = ex
+    wanted = set(args.policies.split(","))
+    rows = []
+    with open(args.retain) as f:
+        for line in f:
+            if line.strip():
+                r = json.loads(line)
+                if r["policy"].split(":")[0] in wanted:
+                    rows.append(r)
+    if args.limit:
+        ids = sorted(examples)[: args.limit]
+        rows = [r for r in rows if r["id"] in ids]
+    if not rows:
+        sys.exit(f"no predictions of {sorted(wanted)} in {args.retain}")
+
+    sp = sentencepiece.SentencePieceProcessor(model_file=f"{args.model}/tokenizer.model")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
+    model.eval()
+    bos, eos = sp.bos_id(), sp.eos_id()
+
+    cells = {}
+    t0 = time.time()
+    for r in rows:
+        ex = examples[r["id"]]
+        turn = r["turn"]
+        text = synthetic_prompt(ex, turn)
+        question = "\nQuestion: " + ex["turns"][turn]["question"]
+        before = text[: text.rfind(question)]
+        full_ids = [bos] + sp.encode(text)
+        split = 1 + len(sp.encode(before)) if before else 1
+        context_ids, question_ids = full_ids[:split], full_ids[split:]
+        name = r["policy"].split(":")[0]
+        press = None
+        if name != "full":
+            keep = resolve_budget(float(r["budget"]), len(context_ids))
+            press = make_press(r["policy"], keep, len(context_ids))
+        tokens = answer(model, context_ids, question_ids, press, args.max_new_tokens, eos)
+        if tokens and tokens[-1] == eos:
+            tokens = tokens[:-1]
+        pred = first_line_trimmed(sp.decode(tokens))
+        key = (r["policy"], json.dumps(r["budget"]))
+        c = cells.setdefault(key, {"n": 0, "kv": 0, "retain": 0, "same": 0})
+        c["n"] += 1
+        c["kv"] += pred == ex["turns"][turn]["answer"]
+        c["retain"] += bool(r["correct"])
+        c["same"] += pred == first_line_trimmed(r["pred"])
+    elapsed = time.time() - t0
+
+    print(f"{'policy':<40} {'budget':>7} {'n':>4} {'EM kvpress':>11} {'EM retain':>10} {'same answer':>12}")
+    for (policy, budget), c in cells.items():
+        n = c["n"]
+        print(f"{policy:<40} {budget:>7} {n:>4} {100 * c['kv'] / n:>11.1f} "
+              f"{100 * c['retain'] / n:>10.1f} {c['same']:>7}/{n:<4}")
+    print(f"kvpress {kvpress.__version__ if hasattr(kvpress, '__version__') else ''}: "
+          f"{len(rows)} answers in {elapsed:.1f} s (model loaded before)")
+    full = [c for (p, _), c in cells.items() if p.split(":")[0] == "full"]
+    if full and any(c["same"] != c["n"] for c in full):
+        sys.exit("the full cache differs between kvpress and retain: the inputs do not match")
+
+
+if __name__ == "__main__":
+    main()
