@@ -8,8 +8,9 @@ builds the same prompt text retain builds, tokenizes it with the model's Sentenc
 way retain does (BOS + ids, split where the last question starts), runs the context under the
 press, then the question and greedy decoding without it, and prints per (policy, budget): exact
 match of both tools and how many answers are identical. The full cache must agree everywhere;
-where the definitions differ the table says so (SnapKV pools votes with max over 7 keys in retain,
-average over 5 in kvpress).
+where the definitions differ the answers do (SnapKV pools votes with a max over 7 keys in retain,
+an average over 5 in kvpress). kvpress prefills the whole context before compressing: run retain's
+keep mode with a --chunk longer than the context to compare like with like.
 
 Install kvpress outside the project's venv (it needs transformers < 5.3):
   pip install --target /tmp/kvpress-peer --no-deps kvpress==0.5.5 transformers==5.2.0 \\
