@@ -291,13 +291,17 @@ int main(int argc, char** argv) {
   gen_cmd->add_option("--chunk", gen.chunk, "prefill chunk in tokens (0: the whole prompt)");
 
   retain::TokenizeCommandOptions tok;
-  auto* tok_cmd = app.add_subcommand("tokenize", "show the token ids of a text");
+  auto* tok_cmd = app.add_subcommand("tokenize", "show the token ids of a text, or decode ids");
   tok_cmd
       ->add_option("--model", tok.model_dir, "model directory (tokenizer.json or tokenizer.model)")
       ->required();
   tok_cmd->add_option("--text", tok.text, "text to tokenize");
   tok_cmd->add_option("--file", tok.file, "UTF-8 file to tokenize");
   tok_cmd->add_flag("--ids", tok.ids_only, "print only the comma-separated ids");
+  tok_cmd->add_option("--decode", tok.decode,
+                      "comma-separated ids to turn back into text (instead of --text/--file)");
+  tok_cmd->add_flag("--skip-special", tok.skip_special,
+                    "with --decode: leave out special tokens (BOS, EOS, ...)");
   add_chat_flags(tok_cmd, tok.chat);
 
   auto* eval_cmd = app.add_subcommand("eval", "evaluate a model");

@@ -165,10 +165,49 @@ int run_generate_command(const GenerateCommandOptions& o) {
   return 0;
 }
 
+namespace {
+
+// "1, 2,3" -> {1, 2, 3}; every id must be in [0, vocab).
+std::vector<int64_t> parse_token_ids(const std::string& list, int64_t vocab) {
+  std::vector<int64_t> ids;
+  size_t start = 0;
+  for (size_t index = 1; start <= list.size(); ++index) {
+    size_t end = list.find(',', start);
+    if (end == std::string::npos) end = list.size();
+    std::string item = list.substr(start, end - start);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    size_t used = 0;
+    int64_t id = -1;
+    try {
+      id = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    RETAIN_CHECK(!item.empty() && used == item.size(), "tokenize --decode: item ", index, " ('",
+                 item, "') is not a token id; expected comma-separated integers like 1,15043,3186");
+    RETAIN_CHECK(id >= 0 && id < vocab, "tokenize --decode: id ", id, " (item ", index,
+                 ") is outside this tokenizer's vocabulary [0, ", vocab, ")");
+    ids.push_back(id);
+    start = end + 1;
+  }
+  return ids;
+}
+
+}  // namespace
+
 int run_tokenize_command(const TokenizeCommandOptions& o) {
-  RETAIN_CHECK(o.text.has_value() != o.file.has_value(),
-               "tokenize: give exactly one of --text or --file");
+  const int inputs = o.text.has_value() + o.file.has_value() + o.decode.has_value();
+  RETAIN_CHECK(inputs == 1, "tokenize: give exactly one of --text, --file or --decode");
+  RETAIN_CHECK(!o.skip_special || o.decode, "tokenize: --skip-special applies to --decode");
   auto tokenizer = load_tokenizer(o.model_dir);
+  if (o.decode) {
+    // The text of the ids exactly (no trailing newline added beyond the one that ends the line).
+    std::cout << tokenizer->decode(parse_token_ids(*o.decode, tokenizer->vocab_size()),
+                                   o.skip_special)
+              << "\n";
+    return 0;
+  }
   std::string text = o.text ? *o.text : read_text_file(*o.file);
   ChatFlags flags = o.chat;
   // Tokenizing shows the raw text unless a template is asked for explicitly.

@@ -66,6 +66,8 @@ struct TokenizeCommandOptions {
   std::optional<std::string> text;
   std::optional<std::string> file;
   bool ids_only = false;
+  std::optional<std::string> decode;  // comma-separated ids to turn back into text
+  bool skip_special = false;          // with decode: drop special tokens (BOS, EOS, ...)
   ChatFlags chat;
 };
 

@@ -161,6 +161,14 @@ check_error chat-without-template "no chat template" "$retain" generate --model 
 check_error chat-and-no-chat "exclude each other" "$retain" generate --model "$model" --prompt hi --chat --no-chat
 check tokenize-ids "$retain" tokenize --model "$model" --text "The value of alpha is 12." --ids
 grep -qE '^1,[0-9]+(,[0-9]+)+$' "$work/out.txt" || { echo "FAIL tokenize --ids output: $(cat "$work/out.txt")"; failures=$((failures + 1)); }
+alpha_ids="$(cat "$work/out.txt")"
+check tokenize-decode "$retain" tokenize --model "$model" --decode "$alpha_ids" --skip-special
+[ "$(cat "$work/out.txt")" = "The value of alpha is 12." ] || { echo "FAIL tokenize --decode round trip: '$(cat "$work/out.txt")'"; failures=$((failures + 1)); }
+check_error tokenize-decode-bad-id "id 99999999 (item 2) is outside this tokenizer's vocabulary" \
+  "$retain" tokenize --model "$model" --decode "1,99999999"
+check_error tokenize-decode-not-an-id "item 2 ('x') is not a token id" "$retain" tokenize --model "$model" --decode "1,x"
+check_error tokenize-two-inputs "exactly one of --text, --file or --decode" \
+  "$retain" tokenize --model "$model" --text a --decode 1
 check tokenize-table "$retain" tokenize --model "$model" --text "alpha"
 grep -qP '^1\t"<s>"$' "$work/out.txt" || { echo "FAIL tokenize table lacks BOS row: $(head -2 "$work/out.txt")"; failures=$((failures + 1)); }
 mkdir -p "$work/notok" && cp "$model/config.json" "$model/model.safetensors" "$work/notok/"
