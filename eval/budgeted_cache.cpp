@@ -156,10 +156,7 @@ KvEntries BudgetedKvCache::append(int64_t layer, const at::Tensor& keys, const a
                            : attention_mass(layer, l.pending_q, positions, s);
     if (policy_.kind == PolicyKind::kImportance)
       mass = mass.sum(1, /*keepdim=*/true).expand({b, hk, s});
-    if (policy_.kind == PolicyKind::kSnapKV && policy_.kernel > 1)
-      mass =
-          at::max_pool1d(mass.reshape({b * hk, 1, s}), {policy_.kernel}, {1}, {policy_.kernel / 2})
-              .view({b, hk, s});
+    mass = pool_votes(layer, mass, s);
     if (one_time())
       l.stat.narrow(2, 0, s).copy_(mass);  // the latest vote replaces the earlier ones
     else
@@ -203,6 +200,23 @@ at::Tensor BudgetedKvCache::attention_mass(int64_t layer, const at::Tensor& q,
   auto visible = (k_pos >= 0).logical_and(k_pos <= q_pos);
   auto probs = at::softmax(scores.masked_fill(visible.logical_not(), -kInf), -1).nan_to_num(0);
   return probs.sum(2);  // (B, Hk, S): summed over the group's heads and the voting queries
+}
+
+at::Tensor BudgetedKvCache::pool_votes(int64_t layer, const at::Tensor& mass, int64_t s) const {
+  if (policy_.kind != PolicyKind::kSnapKV || policy_.kernel <= 1) return mass;
+  const Layer& l = layers_.at(layer);
+  const int64_t b = mass.size(0), hk = mass.size(1), k = policy_.kernel;
+  if (policy_.pool == "max")
+    return at::max_pool1d(mass.reshape({b * hk, 1, s}), {k}, {1}, {k / 2}).view({b, hk, s});
+  // kvpress: the window's own keys (kept anyway) lend nothing to their neighbours, and the
+  // average divides by `kernel` at the edges too (zero padding counted).
+  auto window_start = std::get<0>(
+      l.recent_positions.masked_fill(l.recent_positions < 0, std::numeric_limits<int64_t>::max())
+          .min(1));
+  auto outside = mass.masked_fill(l.positions.narrow(2, 0, s) >= window_start.view({b, 1, 1}), 0);
+  return at::avg_pool1d(outside.reshape({b * hk, 1, s}), {k}, {1}, {k / 2}, /*ceil_mode=*/false,
+                        /*count_include_pad=*/true)
+      .view({b, hk, s});
 }
 
 at::Tensor BudgetedKvCache::scores(int64_t layer) const {
@@ -376,13 +390,8 @@ void BudgetedKvCache::compress_context() {
     Layer& l = layers_[li];
     if (!l.keys.defined() || !one_time() || !l.recent_q.defined()) continue;
     const int64_t s = l.length.max().item<int64_t>();
-    auto mass = attention_mass(li, l.recent_q, l.recent_positions, s);
-    const int64_t b = mass.size(0), hk = mass.size(1);
-    if (policy_.kind == PolicyKind::kSnapKV && policy_.kernel > 1)
-      mass =
-          at::max_pool1d(mass.reshape({b * hk, 1, s}), {policy_.kernel}, {1}, {policy_.kernel / 2})
-              .view({b, hk, s});
-    l.stat.narrow(2, 0, s).copy_(mass);
+    l.stat.narrow(2, 0, s).copy_(
+        pool_votes(li, attention_mass(li, l.recent_q, l.recent_positions, s), s));
   }
   if (policy_.global())
     evict_global(budget_, budget_);

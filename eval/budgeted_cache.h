@@ -118,6 +118,8 @@ class BudgetedKvCache : public KvCache {
   // entry of `layer`, summed over them and the group's heads: (B, Hk, S).
   at::Tensor attention_mass(int64_t layer, const at::Tensor& q, const at::Tensor& q_positions,
                             int64_t s) const;
+  // snapkv: the votes (B, Hk, S) pooled over neighbouring keys (max, or kvpress's average).
+  at::Tensor pool_votes(int64_t layer, const at::Tensor& mass, int64_t s) const;
   void evict_below_threshold();
 
   ModelConfig model_;

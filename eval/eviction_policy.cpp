@@ -46,6 +46,14 @@ PolicyOptions parse_policy(const std::string& spec) {
       RETAIN_CHECK(!o.gates.empty(), "--policy '", spec, "': gates needs a file");
       continue;
     }
+    if (key == "pool") {  // snapkv's pooling of the votes over neighbouring keys
+      RETAIN_CHECK(o.kind == PolicyKind::kSnapKV, "--policy '", spec,
+                   "': pool applies to snapkv");
+      o.pool = item.substr(eq + 1);
+      RETAIN_CHECK(o.pool == "max" || o.pool == "avg", "--policy '", spec,
+                   "': pool must be max or avg, found '", o.pool, "'");
+      continue;
+    }
     if (key == "threshold") {  // the one real-valued option
       try {
         size_t used = 0;
@@ -88,7 +96,7 @@ PolicyOptions parse_policy(const std::string& spec) {
     else
       fail("--policy '", spec, "': unknown option '", key,
            "' (sinks, window, seed, horizon >= 1, min_per_head, buffer, kernel odd >= 1, "
-           "threshold, gates)");
+           "pool, threshold, gates)");
   }
   return o;
 }

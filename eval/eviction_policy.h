@@ -10,7 +10,7 @@
 //               keys with `kernel`, replaces every entry's score; the window is always kept;
 //               decoded tokens keep score 0 once they leave the recent window (the prompt selection
 //               stays fixed, as SnapKV's one-time compression)                options: window,
-//               kernel
+//               kernel, pool (max | avg: kvpress's averaging)
 //   sagekv      the same one-time selection by the LAST prompt token's attention (no pooling), plus
 //               `sinks` first tokens and the recent `window` (paper 002)  options: sinks, window
 //   random      a seeded random score fixed at insertion                  options: seed
@@ -56,6 +56,9 @@ struct PolicyOptions {
   int64_t horizon = 1;
   int64_t min_per_head = 0;
   int64_t kernel = 7;  // snapkv pooling
+  // snapkv: "max" (max over `kernel` neighbouring keys) or "avg" (kvpress's definition: the
+  // average over `kernel` keys, zero-padded, with the observation window's own keys left out).
+  std::string pool = "max";
   // dbtrimkv threshold mode (0: off): after every step, entries whose retention beta^(t+1-pos)
   // (or its horizon form) fell below `threshold` are evicted, so the cache can stay well under the
   // budget; the budget still caps it.

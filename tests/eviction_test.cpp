@@ -111,6 +111,33 @@ std::vector<int64_t> top_positions(const std::vector<double>& score, size_t k,
   return out;
 }
 
+// snapkv:pool=avg is kvpress's SnapKV: the window's votes (queries 10 and 11, each over the keys it
+// sees) summed per key, the window's own keys zeroed, then averaged over `kernel` neighbours with
+// the zero padding counted; the window is kept, then the best pooled keys. Explicit loops here.
+TEST(Eviction, SnapkvAveragePoolingIsKvpressDefinition) {
+  auto c = tiny_config(1, 1);
+  const std::vector<float> v = {5, 1, 9, 3, 8, 2, 7, 0, 6, 4, 1, 2};
+  auto keys = at::zeros({1, 1, 12, 4});
+  for (int i = 0; i < 12; ++i) keys[0][0][i][0] = v[i];
+  auto q = at::zeros({1, 1, 12, 4});
+  q.select(3, 0).fill_(10);
+  std::vector<double> mass(12, 0.0);
+  for (int query : {10, 11}) {
+    double z = 0;
+    for (int j = 0; j <= query; ++j) z += std::exp(10.0 * v[j] / 2.0);
+    for (int j = 0; j <= query; ++j) mass[j] += std::exp(10.0 * v[j] / 2.0) / z;
+  }
+  mass[10] = mass[11] = 0;  // the window lends nothing to its neighbours
+  std::vector<double> pooled(12, 0.0);
+  for (int j = 0; j < 12; ++j)
+    for (int n = j - 1; n <= j + 1; ++n) pooled[j] += (n >= 0 && n < 12 ? mass[n] : 0.0) / 3.0;
+  BudgetedKvCache snap(c, parse_policy("snapkv:window=2,kernel=3,pool=avg,buffer=0"), 6, 12);
+  feed(snap, c, 0, keys, at::zeros({1, 12, 8}), q);
+  EXPECT_EQ(snap.live_positions(0, 0, 0), top_positions(pooled, 6, 10));
+  EXPECT_ERROR_CONTAINS(parse_policy("h2o:pool=avg"), "pool applies to snapkv");
+  EXPECT_ERROR_CONTAINS(parse_policy("snapkv:pool=mean"), "pool must be max or avg");
+}
+
 TEST(Eviction, H2oAndImportanceKeepTheHeaviestHitters) {
   auto c = tiny_config(1, 2);
   const std::vector<std::vector<float>> v = {

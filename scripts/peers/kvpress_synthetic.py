@@ -8,8 +8,8 @@ builds the same prompt text retain builds, tokenizes it with the model's Sentenc
 way retain does (BOS + ids, split where the last question starts), runs the context under the
 press, then the question and greedy decoding without it, and prints per (policy, budget): exact
 match of both tools and how many answers are identical. The full cache must agree everywhere;
-where the definitions differ the answers do (SnapKV pools votes with a max over 7 keys in retain,
-an average over 5 in kvpress). kvpress prefills the whole context before compressing: run retain's
+where the definitions differ the answers do: retain's snapkv pools votes with a max by default;
+`snapkv:pool=avg,kernel=5` is kvpress's SnapKV. kvpress prefills the whole context before compressing: run retain's
 keep mode with a --chunk longer than the context to compare like with like.
 
 Install kvpress outside the project's venv (it needs transformers < 5.3):
@@ -77,8 +77,10 @@ def make_press(spec, keep, context_len):
     if name == "knorm":
         return kvpress.KnormPress(compression_ratio=ratio)
     if name == "snapkv":
+        # retain's defaults: window min(32, M/2), kernel 7; pool=avg is kvpress's definition.
         window = int(options.get("window", min(32, keep // 2)))
-        return kvpress.SnapKVPress(compression_ratio=ratio, window_size=window)
+        kernel = int(options.get("kernel", 7))
+        return kvpress.SnapKVPress(compression_ratio=ratio, window_size=window, kernel_size=kernel)
     return None
 
 
