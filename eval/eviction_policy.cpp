@@ -47,8 +47,7 @@ PolicyOptions parse_policy(const std::string& spec) {
       continue;
     }
     if (key == "pool") {  // snapkv's pooling of the votes over neighbouring keys
-      RETAIN_CHECK(o.kind == PolicyKind::kSnapKV, "--policy '", spec,
-                   "': pool applies to snapkv");
+      RETAIN_CHECK(o.kind == PolicyKind::kSnapKV, "--policy '", spec, "': pool applies to snapkv");
       o.pool = item.substr(eq + 1);
       RETAIN_CHECK(o.pool == "max" || o.pool == "avg", "--policy '", spec,
                    "': pool must be max or avg, found '", o.pool, "'");

@@ -1,13 +1,11 @@
 // KV-cache eviction policies: which cached entries a budgeted cache keeps. Each policy scores the
 // entries of every (layer, sequence, KV head); higher scores stay.
 //   streaming   `sinks` first tokens + the last `window` positions (StreamingLLM; window defaults
-//   to
-//               the rest of the budget)                                    options: sinks, window
+//               to the rest of the budget)                                 options: sinks, window
 //   h2o         accumulated attention, recent window always kept (H2O)   options: window
-//   snapkv      at each prefill chunk (the last one = the prompt's end), the attention of the
-//   chunk's
-//               last `window` queries, summed over them and the group's heads and max-pooled over
-//               keys with `kernel`, replaces every entry's score; the window is always kept;
+//   snapkv      at each prefill chunk and at the prompt's last token, the attention of the last
+//               `window` queries seen (across chunks), summed over them and the group's heads and
+//               pooled over keys with `kernel`, replaces every entry's score; the window is kept;
 //               decoded tokens keep score 0 once they leave the recent window (the prompt selection
 //               stays fixed, as SnapKV's one-time compression)                options: window,
 //               kernel, pool (max | avg: kvpress's averaging)
