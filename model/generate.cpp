@@ -19,17 +19,6 @@ DecodeMode parse_decode_mode(const std::string& name) {
   return DecodeMode::kAuto;
 }
 
-const char* decode_mode_name(DecodeMode mode) {
-  switch (mode) {
-    case DecodeMode::kEager:
-      return "eager";
-    case DecodeMode::kStatic:
-      return "static";
-    default:
-      return "auto";
-  }
-}
-
 int64_t sample_next_token(const at::Tensor& logits, const SamplingOptions& options,
                           at::Generator& generator) {
   if (options.temperature <= 0) return logits.argmax().item<int64_t>();

@@ -22,7 +22,6 @@ enum class DecodeMode { kAuto, kEager, kStatic };
 
 // "auto" | "eager" | "static"; anything else is an error naming the choices.
 DecodeMode parse_decode_mode(const std::string& name);
-const char* decode_mode_name(DecodeMode mode);
 
 struct SamplingOptions {
   int64_t max_new_tokens = 64;
