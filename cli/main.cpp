@@ -5,6 +5,7 @@
 #include <torch/version.h>
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <iostream>
 
 #include "checkpoints/export.h"
@@ -91,19 +92,50 @@ std::vector<std::string> split_policies(const std::string& text) {
   return out;
 }
 
+// Checked while the command line is parsed, before a run creates anything: entries per KV head
+// (an integer >= 1) or a fraction of the prompt in (0, 1).
 std::vector<double> parse_budgets(const std::string& text) {
   std::vector<double> out;
   for (const auto& b : split_list(text)) {
+    double value = 0;
     try {
       size_t used = 0;
-      out.push_back(std::stod(b, &used));
+      value = std::stod(b, &used);
       if (used != b.size()) throw std::invalid_argument(b);
     } catch (const std::exception&) {
-      retain::fail("--budget: '", b, "' is not a number");
+      value = std::nan("");
     }
+    if (!std::isfinite(value) || value <= 0 || (value >= 1 && value != std::floor(value)))
+      retain::fail(
+          "--budget: expected entries per KV head (an integer >= 1) or a fraction of the "
+          "prompt in (0, 1), found '",
+          b, "'");
+    out.push_back(value);
   }
   return out;
 }
+
+// A number, finite, >= 0 (or > 0): the message says what was expected and what was found.
+CLI::Validator number_at_least(double low, bool strictly) {
+  const std::string expected = strictly
+                                   ? "a number > " + std::to_string(static_cast<int64_t>(low))
+                                   : "a number >= " + std::to_string(static_cast<int64_t>(low));
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        double value = std::nan("");
+        try {
+          size_t used = 0;
+          value = std::stod(text, &used);
+          if (used != text.size()) value = std::nan("");
+        } catch (const std::exception&) {
+        }
+        const bool ok = std::isfinite(value) && (strictly ? value > low : value >= low);
+        return ok ? std::string() : "expected " + expected + ", found '" + text + "'";
+      },
+      strictly ? "NUMBER > 0" : "NUMBER >= 0");
+}
+const CLI::Validator kNonNegative = number_at_least(0, false);
+const CLI::Validator kPositive = number_at_least(0, true);
 
 int run_env() {
   std::cout << "retain (LibTorch " << TORCH_VERSION << ")\n"
@@ -273,9 +305,13 @@ int main(int argc, char** argv) {
   gen_cmd->add_option("--prompts-file", gen.prompts_file,
                       "one prompt per line, generated as one batch");
   gen_cmd->add_option("--stop", gen.stops, "stop string (repeatable); the output ends before it");
-  gen_cmd->add_option("--max-new-tokens", gen.max_new_tokens)->capture_default_str();
-  gen_cmd->add_option("--temperature", gen.temperature, "0 = greedy")->capture_default_str();
-  gen_cmd->add_option("--top-p", gen.top_p)->capture_default_str();
+  gen_cmd->add_option("--max-new-tokens", gen.max_new_tokens)
+      ->check(kNonNegative)
+      ->capture_default_str();
+  gen_cmd->add_option("--temperature", gen.temperature, "0 = greedy")
+      ->check(kNonNegative)
+      ->capture_default_str();
+  gen_cmd->add_option("--top-p", gen.top_p, "in (0, 1]")->check(kPositive)->capture_default_str();
   gen_cmd->add_option("--seed", gen.seed)->capture_default_str();
   gen_cmd->add_flag("--ignore-eos", gen.ignore_eos, "do not stop at EOS");
   gen_cmd->add_flag("--json", gen.json, "print JSON with ids and rates");
@@ -288,7 +324,8 @@ int main(int argc, char** argv) {
   gen_cmd->add_option("--budget", gen.budget,
                       "KV entries per head (>= 1) or a fraction of the prompt (< 1)");
   gen_cmd->add_option("--gates", gen.gates, "gate file for trimkv / dbtrimkv");
-  gen_cmd->add_option("--chunk", gen.chunk, "prefill chunk in tokens (0: the whole prompt)");
+  gen_cmd->add_option("--chunk", gen.chunk, "prefill chunk in tokens (0: the whole prompt)")
+      ->check(kNonNegative);
 
   retain::TokenizeCommandOptions tok;
   auto* tok_cmd = app.add_subcommand("tokenize", "show the token ids of a text, or decode ids");
@@ -319,7 +356,9 @@ int main(int argc, char** argv) {
   ppl_cmd->add_option("--budget", ppl_budgets,
                       "comma-separated budgets (< 1: fraction of the text, 0.3 = 70% eviction)");
   ppl_cmd->add_option("--gates", ppl.gates, "gate file for trimkv / dbtrimkv");
-  ppl_cmd->add_option("--chunk", ppl.chunk, "tokens per streamed chunk")->capture_default_str();
+  ppl_cmd->add_option("--chunk", ppl.chunk, "tokens per streamed chunk")
+      ->check(kNonNegative)
+      ->capture_default_str();
 
   retain::SyntheticEvalOptions syn;
   std::string syn_policies = "full", syn_budgets, syn_tasks = "kv,vars,needle,multi";
@@ -330,16 +369,23 @@ int main(int argc, char** argv) {
   syn_cmd->add_option("--budget", syn_budgets,
                       "comma-separated budgets (entries per head, or < 1: fraction of the prompt)");
   syn_cmd->add_option("--gates", syn.gates, "gate file for trimkv / dbtrimkv");
-  syn_cmd->add_option("--chunk", syn.chunk, "prefill chunk")->capture_default_str();
+  syn_cmd->add_option("--chunk", syn.chunk, "prefill chunk")
+      ->check(kNonNegative)
+      ->capture_default_str();
   syn_cmd->add_option("--tasks", syn_tasks, "kv,vars,needle,multi")->capture_default_str();
   syn_cmd->add_option("--data", syn.data,
                       "task file (retain synth's heldout.jsonl) instead of generated tasks");
-  syn_cmd->add_option("--count", syn.count, "examples per task")->capture_default_str();
+  syn_cmd->add_option("--count", syn.count, "examples per task")
+      ->check(kPositive)
+      ->capture_default_str();
   syn_cmd->add_option("--words", syn.context_words, "context length in words")
       ->capture_default_str();
   syn_cmd->add_option("--seed", syn.seed)->capture_default_str();
-  syn_cmd->add_option("--limit", syn.limit, "run only the first N examples per task");
-  syn_cmd->add_option("--max-new-tokens", syn.max_new_tokens)->capture_default_str();
+  syn_cmd->add_option("--limit", syn.limit, "run only the first N examples per task")
+      ->check(kNonNegative);
+  syn_cmd->add_option("--max-new-tokens", syn.max_new_tokens)
+      ->check(kPositive)
+      ->capture_default_str();
   syn_cmd->add_option("--out", syn.out, "output directory")->required();
   syn_cmd->add_flag("--protect-question", syn.protect_question,
                     "never evict the question while reading the prompt");
@@ -368,8 +414,10 @@ int main(int argc, char** argv) {
   lb_cmd->add_option("--policy", lb_policies, "comma-separated policies")->capture_default_str();
   lb_cmd->add_option("--budget", lb_budgets, "comma-separated budgets");
   lb_cmd->add_option("--gates", lb.gates, "gate file for trimkv / dbtrimkv");
-  lb_cmd->add_option("--chunk", lb.chunk, "prefill chunk")->capture_default_str();
-  lb_cmd->add_option("--limit", lb.limit, "examples per dataset (0: all)");
+  lb_cmd->add_option("--chunk", lb.chunk, "prefill chunk")
+      ->check(kNonNegative)
+      ->capture_default_str();
+  lb_cmd->add_option("--limit", lb.limit, "examples per dataset (0: all)")->check(kNonNegative);
   lb_cmd->add_option("--out", lb.out, "output directory")->required();
   lb_cmd->add_flag("--protect-question", lb.protect_question,
                    "never evict the question while reading the prompt");
@@ -385,12 +433,16 @@ int main(int argc, char** argv) {
                       "prompt template (default: prompts/0shot.txt next to --data)");
   lb2_cmd->add_option("--max-length", lb2.max_length,
                       "prompt tokens kept by middle truncation (0: model max)");
-  lb2_cmd->add_option("--max-new-tokens", lb2.max_new_tokens)->capture_default_str();
+  lb2_cmd->add_option("--max-new-tokens", lb2.max_new_tokens)
+      ->check(kPositive)
+      ->capture_default_str();
   lb2_cmd->add_option("--policy", lb2_policies, "comma-separated policies")->capture_default_str();
   lb2_cmd->add_option("--budget", lb2_budgets, "comma-separated budgets");
   lb2_cmd->add_option("--gates", lb2.gates, "gate file for trimkv / dbtrimkv");
-  lb2_cmd->add_option("--chunk", lb2.chunk, "prefill chunk")->capture_default_str();
-  lb2_cmd->add_option("--limit", lb2.limit, "records (0: all)");
+  lb2_cmd->add_option("--chunk", lb2.chunk, "prefill chunk")
+      ->check(kNonNegative)
+      ->capture_default_str();
+  lb2_cmd->add_option("--limit", lb2.limit, "records (0: all)")->check(kNonNegative);
   lb2_cmd->add_option("--out", lb2.out, "output directory")->required();
 
   retain::DialogueOptions dlg;
@@ -404,9 +456,13 @@ int main(int argc, char** argv) {
   dlg_cmd->add_option("--policy", dlg_policies, "comma-separated policies")->capture_default_str();
   dlg_cmd->add_option("--budget", dlg_budgets, "comma-separated budgets");
   dlg_cmd->add_option("--gates", dlg.gates, "gate file for trimkv / dbtrimkv");
-  dlg_cmd->add_option("--chunk", dlg.chunk, "prefill chunk")->capture_default_str();
-  dlg_cmd->add_option("--max-new-tokens", dlg.max_new_tokens)->capture_default_str();
-  dlg_cmd->add_option("--limit", dlg.limit, "records (0: all)");
+  dlg_cmd->add_option("--chunk", dlg.chunk, "prefill chunk")
+      ->check(kNonNegative)
+      ->capture_default_str();
+  dlg_cmd->add_option("--max-new-tokens", dlg.max_new_tokens)
+      ->check(kPositive)
+      ->capture_default_str();
+  dlg_cmd->add_option("--limit", dlg.limit, "records (0: all)")->check(kNonNegative);
   dlg_cmd->add_option("--out", dlg.out, "output directory")->required();
 
   retain::ScoreCommandOptions score;

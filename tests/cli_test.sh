@@ -227,6 +227,18 @@ check eval-synthetic-data "$retain" eval synthetic --model "$synmodel" --data "$
 check eval-synthetic-keep "$retain" eval synthetic --model "$synmodel" --data "$syn/heldout.jsonl" --tasks needle --policy snapkv:buffer=0 --budget 0.2 --max-new-tokens 2 --question-mode keep --out "$work/synkeep"
 grep -q '"question_mode": *"keep"' "$work/synkeep/config.yaml" && grep -q '"question_mode": *"keep"' "$work/synkeep/scores.json" ||
   { echo "FAIL --question-mode keep is not in config.yaml and scores.json"; failures=$((failures + 1)); }
+# Numeric flags: refused while the command line is parsed, saying what was expected and found,
+# before anything is written.
+check_error budget-negative "expected entries per KV head (an integer >= 1) or a fraction of the prompt in (0, 1), found '-5'" \
+  "$retain" eval synthetic --model "$synmodel" --data "$syn/heldout.jsonl" --policy streaming --budget -5 --out "$work/numeric"
+check_error budget-non-integer "found '1.5'" "$retain" eval synthetic --model "$synmodel" --data "$syn/heldout.jsonl" --budget 1.5 --out "$work/numeric"
+check_error chunk-negative "--chunk: expected a number >= 0, found '-3'" \
+  "$retain" eval synthetic --model "$synmodel" --data "$syn/heldout.jsonl" --chunk -3 --out "$work/numeric"
+check_error max-new-tokens-zero "--max-new-tokens: expected a number > 0, found '0'" \
+  "$retain" eval synthetic --model "$synmodel" --data "$syn/heldout.jsonl" --max-new-tokens 0 --out "$work/numeric"
+check_error temperature-nan "--temperature: expected a number >= 0, found 'nan'" \
+  "$retain" generate --model "$synmodel" --prompt hi --temperature nan
+[ ! -e "$work/numeric" ] || { echo "FAIL a refused command line left $work/numeric behind"; failures=$((failures + 1)); }
 check_error eval-synthetic-bad-question-mode "--question-mode" \
   "$retain" eval synthetic --model "$synmodel" --data "$syn/heldout.jsonl" --question-mode drop --out "$work/synkeep2"
 head -2 "$syn/heldout.jsonl" > "$work/broken.jsonl" && echo '{"id": "x", "task": "kv"}' >> "$work/broken.jsonl"
