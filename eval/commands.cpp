@@ -51,14 +51,14 @@ std::vector<int64_t> prompt_ids(const std::string& model_dir, const Tokenizer& t
 
 }  // namespace
 
-std::vector<int64_t> parse_id_list(const std::string& text) {
+std::vector<int64_t> parse_id_list(const std::string& text, const std::string& flag) {
   std::vector<int64_t> ids;
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
     auto first = item.find_first_not_of(" \t");
     auto last = item.find_last_not_of(" \t");
-    RETAIN_CHECK(first != std::string::npos, "--prompt-ids: empty item in '", text, "'");
+    RETAIN_CHECK(first != std::string::npos, flag, ": empty item in '", text, "'");
     item = item.substr(first, last - first + 1);
     size_t used = 0;
     int64_t id = -1;
@@ -67,11 +67,11 @@ std::vector<int64_t> parse_id_list(const std::string& text) {
     } catch (const std::exception&) {
       used = 0;
     }
-    RETAIN_CHECK(used == item.size() && id >= 0, "--prompt-ids: '", item,
-                 "' is not a non-negative integer");
+    RETAIN_CHECK(used == item.size() && id >= 0, flag, ": item ", ids.size() + 1, ", '", item,
+                 "' is not a non-negative integer; expected comma-separated ids like 1,15043,3186");
     ids.push_back(id);
   }
-  RETAIN_CHECK(!ids.empty(), "--prompt-ids: no ids given");
+  RETAIN_CHECK(!ids.empty(), flag, ": no ids given");
   return ids;
 }
 
@@ -95,7 +95,7 @@ int run_generate_command(const GenerateCommandOptions& o) {
       if (!line.empty()) prompts.push_back(prompt_ids(o.model.model_dir, *tokenizer, line, o.chat));
     RETAIN_CHECK(!prompts.empty(), *o.prompts_file, ": no prompts (one per line)");
   } else {
-    prompts.push_back(parse_id_list(*o.prompt_ids));
+    prompts.push_back(parse_id_list(*o.prompt_ids, "--prompt-ids"));
   }
   int64_t longest = 0;
   for (const auto& p : prompts) {
@@ -165,37 +165,6 @@ int run_generate_command(const GenerateCommandOptions& o) {
   return 0;
 }
 
-namespace {
-
-// "1, 2,3" -> {1, 2, 3}; every id must be in [0, vocab).
-std::vector<int64_t> parse_token_ids(const std::string& list, int64_t vocab) {
-  std::vector<int64_t> ids;
-  size_t start = 0;
-  for (size_t index = 1; start <= list.size(); ++index) {
-    size_t end = list.find(',', start);
-    if (end == std::string::npos) end = list.size();
-    std::string item = list.substr(start, end - start);
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
-    size_t used = 0;
-    int64_t id = -1;
-    try {
-      id = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    RETAIN_CHECK(!item.empty() && used == item.size(), "tokenize --decode: item ", index, " ('",
-                 item, "') is not a token id; expected comma-separated integers like 1,15043,3186");
-    RETAIN_CHECK(id >= 0 && id < vocab, "tokenize --decode: id ", id, " (item ", index,
-                 ") is outside this tokenizer's vocabulary [0, ", vocab, ")");
-    ids.push_back(id);
-    start = end + 1;
-  }
-  return ids;
-}
-
-}  // namespace
-
 int run_tokenize_command(const TokenizeCommandOptions& o) {
   const int inputs = o.text.has_value() + o.file.has_value() + o.decode.has_value();
   RETAIN_CHECK(inputs == 1, "tokenize: give exactly one of --text, --file or --decode");
@@ -203,9 +172,12 @@ int run_tokenize_command(const TokenizeCommandOptions& o) {
   auto tokenizer = load_tokenizer(o.model_dir);
   if (o.decode) {
     // The text of the ids exactly (no trailing newline added beyond the one that ends the line).
-    std::cout << tokenizer->decode(parse_token_ids(*o.decode, tokenizer->vocab_size()),
-                                   o.skip_special)
-              << "\n";
+    auto ids = parse_id_list(*o.decode, "tokenize --decode");
+    for (size_t i = 0; i < ids.size(); ++i)
+      RETAIN_CHECK(ids[i] < tokenizer->vocab_size(), "tokenize --decode: id ", ids[i], " (item ",
+                   i + 1, ") is outside this tokenizer's vocabulary [0, ", tokenizer->vocab_size(),
+                   ")");
+    std::cout << tokenizer->decode(ids, o.skip_special) << "\n";
     return 0;
   }
   std::string text = o.text ? *o.text : read_text_file(*o.file);

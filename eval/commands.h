@@ -84,7 +84,7 @@ int run_bench_tokenize_command(const BenchTokenizeOptions& options);
 int run_tokenize_command(const TokenizeCommandOptions& options);
 int run_ppl_command(const PplCommandOptions& options);
 
-// Parses "1,2,3" (spaces allowed); errors name the bad item.
-std::vector<int64_t> parse_id_list(const std::string& text);
+// Parses "1,2,3" (spaces allowed); errors name `flag` and the bad item.
+std::vector<int64_t> parse_id_list(const std::string& text, const std::string& flag);
 
 }  // namespace retain

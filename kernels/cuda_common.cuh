@@ -1,13 +1,33 @@
-// Small device helpers shared by the CUDA kernels: conversions between the storage dtypes
-// (fp32, bf16, fp16) and fp32, and vector loads of a row's slice into fp32 registers.
+// Small helpers shared by the CUDA kernels: the dispatch over storage dtypes (fp32, bf16, fp16),
+// conversions between them and fp32, and vector loads of a row's slice into fp32 registers.
 #pragma once
 
+#include <ATen/ATen.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
 
 namespace retain {
+
+// Calls fn(T{}) with T the kernels' storage type for `dtype`: float, __nv_bfloat16 or __half;
+// any other dtype is an error naming `what`.
+template <typename Fn>
+void dispatch_storage_type(at::ScalarType dtype, const char* what, Fn&& fn) {
+  switch (dtype) {
+    case at::kFloat:
+      fn(float{});
+      break;
+    case at::kBFloat16:
+      fn(__nv_bfloat16{});
+      break;
+    case at::kHalf:
+      fn(__half{});
+      break;
+    default:
+      TORCH_CHECK(false, what, " (CUDA): unsupported dtype ", dtype);
+  }
+}
 
 template <typename T>
 __device__ __forceinline__ float to_float(T x);

@@ -306,19 +306,7 @@ void dispatch_decode(at::ScalarType dtype, int64_t d, int64_t group, Fn&& fn) {
     else
       by_group(tag, std::integral_constant<int, 128>{});
   };
-  switch (dtype) {
-    case at::kFloat:
-      by_dim(float{});
-      break;
-    case at::kBFloat16:
-      by_dim(__nv_bfloat16{});
-      break;
-    case at::kHalf:
-      by_dim(__half{});
-      break;
-    default:
-      TORCH_CHECK(false, "decode_attention (CUDA): unsupported dtype ", dtype);
-  }
+  dispatch_storage_type(dtype, "decode_attention", by_dim);
 }
 
 }  // namespace

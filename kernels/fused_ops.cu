@@ -98,23 +98,6 @@ __global__ void __launch_bounds__(kRopeThreads) rope_rotate_kernel(RopeParams p)
                                           round_to<T>(__fmul_rn(x1, to_float<T>(s[i + p.half])))));
 }
 
-template <typename F>
-void dispatch_dtype(at::ScalarType t, F&& f) {
-  switch (t) {
-    case at::kFloat:
-      f(float{});
-      break;
-    case at::kBFloat16:
-      f(__nv_bfloat16{});
-      break;
-    case at::kHalf:
-      f(__half{});
-      break;
-    default:
-      TORCH_CHECK(false, "fused ops: unsupported dtype ", t);
-  }
-}
-
 }  // namespace
 
 at::Tensor rms_norm_cuda(const at::Tensor& x, const at::Tensor& weight, double eps) {
@@ -129,7 +112,7 @@ at::Tensor rms_norm_cuda(const at::Tensor& x, const at::Tensor& weight, double e
   const int64_t n = x.size(-1), rows = x.numel() / n;
   TORCH_CHECK(rows <= INT32_MAX && n <= INT32_MAX, "rms_norm_cuda: too many rows (", rows, ")");
   auto stream = c10::cuda::getCurrentCUDAStream();
-  dispatch_dtype(x.scalar_type(), [&](auto tag) {
+  dispatch_storage_type(x.scalar_type(), "rms_norm", [&](auto tag) {
     using T = decltype(tag);
     rms_norm_kernel<T><<<static_cast<unsigned>(rows), kNormThreads, 0, stream>>>(
         static_cast<const T*>(xc.data_ptr()), static_cast<const T*>(wc.data_ptr()),
@@ -164,7 +147,7 @@ at::Tensor rope_rotate_cuda(const at::Tensor& x, const at::Tensor& cos, const at
   const int64_t blocks = (p.pairs + kRopeThreads - 1) / kRopeThreads;
   TORCH_CHECK(blocks <= INT32_MAX, "rope_rotate_cuda: too many elements (", x.numel(), ")");
   auto stream = c10::cuda::getCurrentCUDAStream();
-  dispatch_dtype(x.scalar_type(), [&](auto tag) {
+  dispatch_storage_type(x.scalar_type(), "rope_rotate", [&](auto tag) {
     using T = decltype(tag);
     rope_rotate_kernel<T><<<static_cast<unsigned>(blocks), kRopeThreads, 0, stream>>>(p);
     C10_CUDA_KERNEL_LAUNCH_CHECK();

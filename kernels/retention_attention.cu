@@ -552,19 +552,7 @@ void dispatch_attention(at::ScalarType dtype, int64_t d, Fn&& fn) {
     else
       fn(T{}, std::integral_constant<int, 128>{});
   };
-  switch (dtype) {
-    case at::kFloat:
-      by_dim(float{});
-      break;
-    case at::kBFloat16:
-      by_dim(__nv_bfloat16{});
-      break;
-    case at::kHalf:
-      by_dim(__half{});
-      break;
-    default:
-      TORCH_CHECK(false, "retention_attention (CUDA): unsupported dtype ", dtype);
-  }
+  dispatch_storage_type(dtype, "retention_attention", by_dim);
 }
 
 AttnParams make_params(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

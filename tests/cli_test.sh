@@ -166,7 +166,7 @@ check tokenize-decode "$retain" tokenize --model "$model" --decode "$alpha_ids" 
 [ "$(cat "$work/out.txt")" = "The value of alpha is 12." ] || { echo "FAIL tokenize --decode round trip: '$(cat "$work/out.txt")'"; failures=$((failures + 1)); }
 check_error tokenize-decode-bad-id "id 99999999 (item 2) is outside this tokenizer's vocabulary" \
   "$retain" tokenize --model "$model" --decode "1,99999999"
-check_error tokenize-decode-not-an-id "item 2 ('x') is not a token id" "$retain" tokenize --model "$model" --decode "1,x"
+check_error tokenize-decode-not-an-id "tokenize --decode: item 2, 'x' is not a non-negative integer" "$retain" tokenize --model "$model" --decode "1,x"
 check_error tokenize-two-inputs "exactly one of --text, --file or --decode" \
   "$retain" tokenize --model "$model" --text a --decode 1
 check tokenize-table "$retain" tokenize --model "$model" --text "alpha"

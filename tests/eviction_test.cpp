@@ -61,14 +61,22 @@ TEST(Eviction, StreamingKeepsSinksAndTheMostRecent) {
   EXPECT_EQ(cache.live_positions(0, 0, 0), (std::vector<int64_t>{0, 1, 8, 9, 10}));
 }
 
-// Keys whose first coordinate is `v` and queries (10, 0, 0, 0): attention ranks keys by v.
-TEST(Eviction, SagekvAndSnapkvKeepTheirVotesSinksAndWindow) {
-  auto c = tiny_config(1, 1);
-  const std::vector<float> v = {5, 1, 9, 3, 8, 2, 7, 0, 6, 4, 1, 2};
+// Keys whose first coordinate is kVotes[i] and queries (10, 0, 0, 0): attention ranks keys by it.
+const std::vector<float> kVotes = {5, 1, 9, 3, 8, 2, 7, 0, 6, 4, 1, 2};
+at::Tensor vote_keys() {
   auto keys = at::zeros({1, 1, 12, 4});
-  for (int i = 0; i < 12; ++i) keys[0][0][i][0] = v[i];
+  for (int i = 0; i < 12; ++i) keys[0][0][i][0] = kVotes[i];
+  return keys;
+}
+at::Tensor vote_queries() {
   auto q = at::zeros({1, 1, 12, 4});
   q.select(3, 0).fill_(10);
+  return q;
+}
+
+TEST(Eviction, SagekvAndSnapkvKeepTheirVotesSinksAndWindow) {
+  auto c = tiny_config(1, 1);
+  auto keys = vote_keys(), q = vote_queries();
   BudgetedKvCache sage(c, parse_policy("sagekv:sinks=1,window=2,buffer=0"), 6, 12);
   feed(sage, c, 0, keys, at::zeros({1, 12, 8}), q);
   // Sink 0, window 10-11, then the 3 keys the last token attends to most: v = 9, 8, 7.
@@ -116,11 +124,8 @@ std::vector<int64_t> top_positions(const std::vector<double>& score, size_t k,
 // the zero padding counted; the window is kept, then the best pooled keys. Explicit loops here.
 TEST(Eviction, SnapkvAveragePoolingIsKvpressDefinition) {
   auto c = tiny_config(1, 1);
-  const std::vector<float> v = {5, 1, 9, 3, 8, 2, 7, 0, 6, 4, 1, 2};
-  auto keys = at::zeros({1, 1, 12, 4});
-  for (int i = 0; i < 12; ++i) keys[0][0][i][0] = v[i];
-  auto q = at::zeros({1, 1, 12, 4});
-  q.select(3, 0).fill_(10);
+  const std::vector<float>& v = kVotes;
+  auto keys = vote_keys(), q = vote_queries();
   std::vector<double> mass(12, 0.0);
   for (int query : {10, 11}) {
     double z = 0;

@@ -5,18 +5,13 @@
 #include <ATen/core/grad_mode.h>
 #include <torch/cuda.h>
 
+#include "cuda_skip.h"
 #include "kernels/device_info.h"
 #include "kernels/fused_ops.h"
 #include "test_util.h"
 
 namespace retain {
 namespace {
-
-#define RETAIN_SKIP_WITHOUT_CUDA()                                                  \
-  do {                                                                              \
-    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";             \
-    if (!cuda_sources_compiled()) GTEST_SKIP() << "built without the CUDA kernels"; \
-  } while (false)
 
 const at::ScalarType kTypes[] = {at::kFloat, at::kBFloat16, at::kHalf};
 

@@ -13,6 +13,7 @@
 
 #include <cmath>
 
+#include "cuda_skip.h"
 #include "kernels/decode_attention.h"
 #include "kernels/device_info.h"
 #include "kernels/retention_attention.h"
@@ -20,12 +21,6 @@
 
 namespace retain {
 namespace {
-
-#define RETAIN_SKIP_WITHOUT_CUDA()                                                  \
-  do {                                                                              \
-    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";             \
-    if (!cuda_sources_compiled()) GTEST_SKIP() << "built without the CUDA kernels"; \
-  } while (false)
 
 double rel_error(const at::Tensor& got, const at::Tensor& want) {
   auto g = got.to(at::kCPU, at::kDouble), w = want.to(at::kCPU, at::kDouble);
