@@ -131,10 +131,10 @@ KvEntries BudgetedKvCache::append(int64_t layer, const at::Tensor& keys, const a
   const int64_t b = keys.size(0), hk = keys.size(1), n = keys.size(2), d = keys.size(3);
   RETAIN_CHECK(n <= capacity_ - budget_ - policy_.buffer, "BudgetedKvCache: a step of ", n,
                " tokens exceeds the prefill chunk the cache was sized for");
-  if (!static_) {  // static decode: end_static_step made room for this step
-    const int64_t needed = l.length.max().item<int64_t>() + n;
-    if (needed > l.keys.size(2)) grow(l, std::max(needed, 2 * l.keys.size(2)));
-  }
+  // Every head gains n entries, so the longest head after the append is known from one read
+  // (none in static decode, whose shapes are the buffers' and where end_static_step made room).
+  int64_t longest = static_ ? l.keys.size(2) : l.length.max().item<int64_t>() + n;
+  if (!static_ && longest > l.keys.size(2)) grow(l, std::max(longest, 2 * l.keys.size(2)));
   // Slot of each new entry: after the head's live entries.
   auto slots = l.length.unsqueeze(-1) + at::arange(n, l.length.options());  // (B, Hk, T)
   l.keys.scatter_(2, slots.unsqueeze(-1).expand({b, hk, n, d}), keys);
@@ -151,7 +151,7 @@ KvEntries BudgetedKvCache::append(int64_t layer, const at::Tensor& keys, const a
   // prompt chunk and at the prompt's last token, never while decoding.
   const bool vote = policy_.needs_attention() && (!one_time() || n >= 2 || final_step_);
   if (vote) {
-    const int64_t s = static_ ? l.keys.size(2) : l.length.max().item<int64_t>();
+    const int64_t s = longest;
     auto mass = one_time() ? attention_mass(layer, l.recent_q, l.recent_positions, s)
                            : attention_mass(layer, l.pending_q, positions, s);
     if (policy_.kind == PolicyKind::kImportance)
@@ -163,7 +163,10 @@ KvEntries BudgetedKvCache::append(int64_t layer, const at::Tensor& keys, const a
       l.stat.narrow(2, 0, s).add_(mass);
   }
   // The prompt's last token reads at most budget + 1 entries per head, its own included.
-  if (final_step_ && !policy_.global()) evict_layer(layer, budget_ + n, budget_ + n);
+  if (final_step_ && !policy_.global()) {
+    evict_layer(layer, budget_ + n, budget_ + n);
+    longest = l.length.max().item<int64_t>();
+  }
 
   if (generating_) {
     // What this step's queries read: every live entry of their head (all are in their past).
@@ -180,9 +183,8 @@ KvEntries BudgetedKvCache::append(int64_t layer, const at::Tensor& keys, const a
 
   // Static decode returns every slot (its shape must not change between steps); the empty ones
   // carry position -1, which attention masks.
-  const int64_t s = static_ ? l.keys.size(2) : l.length.max().item<int64_t>();
-  KvEntries entries{l.keys.narrow(2, 0, s), l.values.narrow(2, 0, s), l.positions.narrow(2, 0, s)};
-  return entries;
+  return {l.keys.narrow(2, 0, longest), l.values.narrow(2, 0, longest),
+          l.positions.narrow(2, 0, longest)};
 }
 
 at::Tensor BudgetedKvCache::attention_mass(int64_t layer, const at::Tensor& q,
