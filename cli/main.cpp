@@ -20,6 +20,7 @@
 #include "eval/dialogue_eval.h"
 #include "eval/longbench_eval.h"
 #include "eval/longbench_v2_eval.h"
+#include "eval/policies/policy_registry.h"
 #include "eval/score_command.h"
 #include "eval/synthetic_eval.h"
 #include "kernels/bench_kernels.h"
@@ -318,8 +319,7 @@ int main(int argc, char** argv) {
   add_chat_flags(gen_cmd, gen.chat);
   gen_cmd
       ->add_option("--policy", gen.policy,
-                   "full | streaming | h2o | random | importance | knorm | trimkv | dbtrimkv "
-                   "(name:key=value,...)")
+                   "eviction policy, name:key=value,... (`retain policies` lists them)")
       ->capture_default_str();
   gen_cmd->add_option("--budget", gen.budget,
                       "KV entries per head (>= 1) or a fraction of the prompt (< 1)");
@@ -352,7 +352,8 @@ int main(int argc, char** argv) {
   ppl_cmd->add_option("--out", ppl.out_dir, "output directory for scores.json/csv")->required();
   std::string ppl_policies, ppl_budgets;
   ppl_cmd->add_option("--policy", ppl_policies,
-                      "comma-separated policies: stream the text through each policy's cache");
+                      "comma-separated policies: stream the text through each policy's cache "
+                      "(`retain policies` lists them)");
   ppl_cmd->add_option("--budget", ppl_budgets,
                       "comma-separated budgets (< 1: fraction of the text, 0.3 = 70% eviction)");
   ppl_cmd->add_option("--gates", ppl.gates, "gate file for trimkv / dbtrimkv");
@@ -365,7 +366,10 @@ int main(int argc, char** argv) {
   auto* syn_cmd =
       eval_cmd->add_subcommand("synthetic", "seeded long-context tasks under eviction policies");
   add_model_flags(syn_cmd, syn.model);
-  syn_cmd->add_option("--policy", syn_policies, "comma-separated policies")->capture_default_str();
+  syn_cmd
+      ->add_option("--policy", syn_policies,
+                   "comma-separated policies (`retain policies` lists them)")
+      ->capture_default_str();
   syn_cmd->add_option("--budget", syn_budgets,
                       "comma-separated budgets (entries per head, or < 1: fraction of the prompt)");
   syn_cmd->add_option("--gates", syn.gates, "gate file for trimkv / dbtrimkv");
@@ -411,7 +415,10 @@ int main(int argc, char** argv) {
   lb_cmd->add_flag("--e", lb.e, "LongBench-E (data/<dataset>_e.jsonl, 13 tasks)");
   lb_cmd->add_option("--max-length", lb.max_length,
                      "prompt tokens kept by middle truncation (0: model max)");
-  lb_cmd->add_option("--policy", lb_policies, "comma-separated policies")->capture_default_str();
+  lb_cmd
+      ->add_option("--policy", lb_policies,
+                   "comma-separated policies (`retain policies` lists them)")
+      ->capture_default_str();
   lb_cmd->add_option("--budget", lb_budgets, "comma-separated budgets");
   lb_cmd->add_option("--gates", lb.gates, "gate file for trimkv / dbtrimkv");
   lb_cmd->add_option("--chunk", lb.chunk, "prefill chunk")
@@ -436,7 +443,10 @@ int main(int argc, char** argv) {
   lb2_cmd->add_option("--max-new-tokens", lb2.max_new_tokens)
       ->check(kPositive)
       ->capture_default_str();
-  lb2_cmd->add_option("--policy", lb2_policies, "comma-separated policies")->capture_default_str();
+  lb2_cmd
+      ->add_option("--policy", lb2_policies,
+                   "comma-separated policies (`retain policies` lists them)")
+      ->capture_default_str();
   lb2_cmd->add_option("--budget", lb2_budgets, "comma-separated budgets");
   lb2_cmd->add_option("--gates", lb2.gates, "gate file for trimkv / dbtrimkv");
   lb2_cmd->add_option("--chunk", lb2.chunk, "prefill chunk")
@@ -453,7 +463,10 @@ int main(int argc, char** argv) {
   dlg_cmd->add_option("--data", dlg.data, "jsonl of {id, context, multi_turns: [{input, answer}]}")
       ->required();
   dlg_cmd->add_option("--history", dlg.history, "gold | own")->capture_default_str();
-  dlg_cmd->add_option("--policy", dlg_policies, "comma-separated policies")->capture_default_str();
+  dlg_cmd
+      ->add_option("--policy", dlg_policies,
+                   "comma-separated policies (`retain policies` lists them)")
+      ->capture_default_str();
   dlg_cmd->add_option("--budget", dlg_budgets, "comma-separated budgets");
   dlg_cmd->add_option("--gates", dlg.gates, "gate file for trimkv / dbtrimkv");
   dlg_cmd->add_option("--chunk", dlg.chunk, "prefill chunk")
@@ -498,7 +511,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bench_dec_cmd->add_option("--batch", bench_dec.batch)->capture_default_str();
   bench_dec_cmd->add_option("--new-tokens", bench_dec.new_tokens)->capture_default_str();
-  bench_dec_cmd->add_option("--policy", bench_dec.policy, "eviction policy spec (name:key=value)")
+  bench_dec_cmd
+      ->add_option("--policy", bench_dec.policy,
+                   "eviction policy, name:key=value,... (`retain policies` lists them)")
       ->capture_default_str();
   bench_dec_cmd->add_option("--chunk", bench_dec.chunk, "prefill chunk in tokens (0: whole prompt)")
       ->capture_default_str();
@@ -566,6 +581,11 @@ int main(int argc, char** argv) {
   import_cmd->add_option("--out", import_out, "gate file to write")->required();
 
   auto* env_cmd = app.add_subcommand("env", "print the build and the devices retain sees");
+
+  bool policies_markdown = false;
+  auto* policies_cmd =
+      app.add_subcommand("policies", "list the eviction policies with their options and defaults");
+  policies_cmd->add_flag("--markdown", policies_markdown, "as the README's table");
 
   try {
     std::vector<std::string> args = expand_config_files(app, argc, argv);
@@ -652,6 +672,11 @@ int main(int argc, char** argv) {
     if (bench_dec_cmd->parsed()) return retain::run_bench_decode_command(bench_dec);
     if (bench_tr_cmd->parsed()) return retain::run_bench_train_command(bench_tr);
     if (env_cmd->parsed()) return run_env();
+    if (policies_cmd->parsed()) {
+      std::cout << (policies_markdown ? retain::policy_table_markdown()
+                                      : retain::policy_help() + "\n");
+      return 0;
+    }
     if (prep_cmd->parsed()) {
       retain::run_prep(prep);
       return 0;

@@ -32,11 +32,11 @@ void check_options(const BenchDecodeOptions& o) {
 
 // Learned-gate policies get random gates of the right architecture: the work per step is the same
 // as with trained ones (speed, not quality, is measured here).
-std::unique_ptr<GateBank> make_gates(const PolicyOptions& policy, const ModelConfig& config,
+std::unique_ptr<GateBank> make_gates(const PolicySpec& policy, const ModelConfig& config,
                                      c10::Device device, uint64_t seed) {
-  if (policy.kind != PolicyKind::kTrimKV && policy.kind != PolicyKind::kDBTrimKV) return nullptr;
+  if (!policy.needs_gates()) return nullptr;
   GateConfig g;
-  g.arch = policy.kind == PolicyKind::kTrimKV ? "mlp2" : "mlp3";
+  g.arch = policy.global() ? "mlp3" : "mlp2";  // as the demo trains dbtrimkv and trimkv
   g.bias_init = 4.0;  // betas around 0.98: scores that differ between tokens
   return std::make_unique<GateBank>(g, config, device, seed);
 }
@@ -57,8 +57,8 @@ int run_bench_decode_command(const BenchDecodeOptions& o) {
   auto model = load_bench_model(o.model);
   const c10::Device device = model->device();
   const ModelConfig& c = model->config();
-  PolicyOptions policy = parse_policy(o.policy);
-  RETAIN_CHECK(policy.gates.empty(),
+  PolicySpec policy = parse_policy(o.policy);
+  RETAIN_CHECK(policy.gates().empty(),
                "bench decode: gates= files are not read here (random gates of the policy's "
                "architecture are used); drop gates= from --policy");
   auto gates = make_gates(policy, c, device, o.model.seed + 1);
@@ -82,7 +82,7 @@ int run_bench_decode_command(const BenchDecodeOptions& o) {
                    {"context", o.context},
                    {"new_tokens", o.new_tokens},
                    {"policy", o.policy},
-                   {"budget", policy.kind == PolicyKind::kFull ? Json(nullptr) : Json(o.budget)},
+                   {"budget", !policy.budgeted() ? Json(nullptr) : Json(o.budget)},
                    {"chunk", chunk},
                    {"decode", o.decode},
                    {"seed", o.model.seed}};
@@ -107,7 +107,7 @@ int run_bench_decode_command(const BenchDecodeOptions& o) {
   auto cache = new_cache();
   auto results = generate_batch(*model, prompts, *cache, sampling);
   const GenerationResult& r = results.front();
-  const int64_t kv_end = cache->live_bytes(), kv_peak = peak_kv_bytes(*cache);
+  const int64_t kv_end = cache->live_bytes(), kv_peak = cache->peak_bytes();
   const double prefill_rate = static_cast<double>(o.batch * o.context) / r.prefill_seconds;
   const int64_t steps = o.new_tokens - 1;  // the first new token comes from the prefill
   const double step_ms = r.decode_seconds / static_cast<double>(steps) * 1e3;

@@ -1,7 +1,5 @@
 #include "eval/budgeted_cache.h"
 
-#include <ATen/CPUGeneratorImpl.h>
-
 #include <cmath>
 #include <limits>
 
@@ -14,50 +12,27 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// log(1 - exp(x)) for x < 0, accurate at both ends.
-at::Tensor log1mexp(const at::Tensor& x) {
-  return at::where(x > -M_LN2, at::log(-at::expm1(x)), at::log1p(-at::exp(x)));
+std::unique_ptr<EvictionPolicy> checked_policy(const PolicySpec& spec, int64_t budget,
+                                               const GateBank* gates) {
+  RETAIN_CHECK(spec.budgeted(), "BudgetedKvCache: the full policy uses FullKvCache");
+  RETAIN_CHECK(budget >= 1, "--budget must leave at least 1 entry per head, found ", budget);
+  RETAIN_CHECK(!spec.needs_gates() || gates != nullptr, "--policy ", spec.name(),
+               " needs learned gates: pass --gates FILE (retain export / import-gates)");
+  return make_policy(spec, budget);
 }
 
 }  // namespace
 
-BudgetedKvCache::BudgetedKvCache(const ModelConfig& model, const PolicyOptions& policy,
-                                 int64_t budget, int64_t chunk, const GateBank* gates)
+BudgetedKvCache::BudgetedKvCache(const ModelConfig& model, const PolicySpec& policy, int64_t budget,
+                                 int64_t chunk, const GateBank* gates)
     : model_(model),
-      policy_(policy),
+      spec_(policy),
+      policy_(checked_policy(policy, budget, gates)),
       budget_(budget),
       capacity_(budget + policy.buffer + chunk),
       gates_(gates),
-      layers_(static_cast<size_t>(model.num_layers)),
-      generator_(at::make_generator<at::CPUGeneratorImpl>(policy.seed)) {
-  RETAIN_CHECK(policy.kind != PolicyKind::kFull,
-               "BudgetedKvCache: the full policy uses FullKvCache");
-  RETAIN_CHECK(budget >= 1, "--budget must leave at least 1 entry per head, found ", budget);
+      layers_(static_cast<size_t>(model.num_layers)) {
   RETAIN_CHECK(chunk >= 1, "--chunk must be >= 1");
-  RETAIN_CHECK(!policy.needs_gates() || gates != nullptr, "--policy ", policy.name,
-               " needs learned gates: pass --gates FILE (retain export / import-gates)");
-  if (policy_.sinks < 0) policy_.sinks = std::min<int64_t>(4, budget / 4);
-  if (policy_.window < 0) {
-    if (policy.kind == PolicyKind::kStreaming)
-      policy_.window = budget - policy_.sinks;  // fill the budget
-    else
-      policy_.window =
-          policy.kind == PolicyKind::kH2O ? budget / 2 : std::min<int64_t>(32, budget / 2);
-  }
-  // Entries a policy always keeps must leave room for the ones it chooses; streaming keeps
-  // nothing but sinks + window, so those only have to fit.
-  if (policy.kind == PolicyKind::kStreaming)
-    RETAIN_CHECK(policy_.sinks + policy_.window <= budget, "--policy streaming: sinks + window (",
-                 policy_.sinks + policy_.window, ") exceed the budget (", budget, " per head)");
-  if (policy.kind == PolicyKind::kH2O || policy.kind == PolicyKind::kSnapKV ||
-      policy.kind == PolicyKind::kSageKV) {
-    const int64_t kept =
-        policy_.window + (policy.kind == PolicyKind::kSageKV ? policy_.sinks : int64_t{0});
-    RETAIN_CHECK(kept < budget, "--policy ", policy.name, ": the entries it always keeps (",
-                 policy.kind == PolicyKind::kSageKV ? "sinks + window" : "window", " = ", kept,
-                 ") must be below the budget (", budget, " per head); set them lower, e.g. ",
-                 policy.name, ":window=", budget / 2);
-  }
   for (int64_t w : model.sliding_window)
     RETAIN_CHECK(w == 0,
                  "eviction policies on sliding-window layers are not supported (the model's window "
@@ -91,26 +66,13 @@ void BudgetedKvCache::grow(Layer& l, int64_t capacity) {
 
 void BudgetedKvCache::observe(const LayerTensors& t) {
   Layer& l = layers_.at(t.layer);
-  const int64_t b = t.k.size(0), hk = t.k.size(1), n = t.k.size(2);
-  switch (policy_.kind) {
-    case PolicyKind::kTrimKV:
-    case PolicyKind::kDBTrimKV:
-      l.pending_stat = gates_->log_beta(t.layer, t.hidden);
-      break;
-    case PolicyKind::kKnorm:
-      l.pending_stat = t.k.to(at::kFloat).norm(2, -1);
-      break;
-    case PolicyKind::kRandom:
-      l.pending_stat = at::rand({b, hk, n}, generator_).to(t.k.device());
-      break;
-    default:
-      l.pending_stat = at::zeros({b, hk, n}, t.k.options().dtype(at::kFloat));
-  }
-  if (policy_.needs_attention()) l.pending_q = t.q;
-  if (one_time() && !static_) {
-    // The observation window: the last `window` queries seen (sagekv: the last one), across
-    // chunk boundaries. Decode steps never vote, so static decode leaves it alone.
-    const int64_t w = policy_.kind == PolicyKind::kSageKV ? int64_t{1} : policy_.window;
+  l.pending_stat = policy_->token_statistic(t, gates_);
+  const Votes votes = policy_->votes();
+  if (votes != Votes::kNone) l.pending_q = t.q;
+  if (votes == Votes::kObservationWindow && !static_) {
+    // The observation window: the last `voters` queries seen, across chunk boundaries. Decode
+    // steps never vote, so static decode leaves it alone.
+    const int64_t w = policy_->voters();
     auto q = l.recent_q.defined() ? at::cat({l.recent_q, t.q}, 2) : t.q;
     auto pos =
         l.recent_positions.defined() ? at::cat({l.recent_positions, t.positions}, 1) : t.positions;
@@ -120,16 +82,12 @@ void BudgetedKvCache::observe(const LayerTensors& t) {
   }
 }
 
-bool BudgetedKvCache::one_time() const {
-  return policy_.kind == PolicyKind::kSnapKV || policy_.kind == PolicyKind::kSageKV;
-}
-
 KvEntries BudgetedKvCache::append(int64_t layer, const at::Tensor& keys, const at::Tensor& values,
                                   const at::Tensor& positions) {
   Layer& l = layers_.at(layer);
   if (!l.keys.defined()) allocate(l, keys);
   const int64_t b = keys.size(0), hk = keys.size(1), n = keys.size(2), d = keys.size(3);
-  RETAIN_CHECK(n <= capacity_ - budget_ - policy_.buffer, "BudgetedKvCache: a step of ", n,
+  RETAIN_CHECK(n <= capacity_ - budget_ - spec_.buffer, "BudgetedKvCache: a step of ", n,
                " tokens exceeds the prefill chunk the cache was sized for");
   // Every head gains n entries, so the longest head after the append is known from one read
   // (none in static decode, whose shapes are the buffers' and where end_static_step made room).
@@ -146,24 +104,26 @@ KvEntries BudgetedKvCache::append(int64_t layer, const at::Tensor& keys, const a
 
   if (n > 1 && !final_step_) generating_ = false;  // a new prompt's chunk: not generating
 
-  // The votes: attention-scored policies add this step's attention mass to every entry; the
-  // one-time policies replace every entry's score by their observation window's vote at each
-  // prompt chunk and at the prompt's last token, never while decoding.
-  const bool vote = policy_.needs_attention() && (!one_time() || n >= 2 || final_step_);
-  if (vote) {
-    const int64_t s = longest;
-    auto mass = one_time() ? attention_mass(layer, l.recent_q, l.recent_positions, s)
-                           : attention_mass(layer, l.pending_q, positions, s);
-    if (policy_.kind == PolicyKind::kImportance)
-      mass = mass.sum(1, /*keepdim=*/true).expand({b, hk, s});
-    mass = pool_votes(layer, mass, s);
-    if (one_time())
-      l.stat.narrow(2, 0, s).copy_(mass);  // the latest vote replaces the earlier ones
-    else
-      l.stat.narrow(2, 0, s).add_(mass);
+  // The votes (see Votes): accumulated every step, the latest query's every step, or the
+  // observation window's at each prompt chunk and at the prompt's last token, never while decoding.
+  switch (policy_->votes()) {
+    case Votes::kNone:
+      break;
+    case Votes::kAccumulate:
+      l.stat.narrow(2, 0, longest).add_(votes(layer, l.pending_q, positions, longest));
+      break;
+    case Votes::kLatestQuery:
+      l.stat.narrow(2, 0, longest)
+          .copy_(votes(layer, l.pending_q.narrow(2, n - 1, 1), positions.narrow(1, n - 1, 1),
+                       longest));
+      break;
+    case Votes::kObservationWindow:
+      if (n >= 2 || final_step_)  // the latest vote replaces the earlier ones
+        l.stat.narrow(2, 0, longest).copy_(votes(layer, l.recent_q, l.recent_positions, longest));
+      break;
   }
   // The prompt's last token reads at most budget + 1 entries per head, its own included.
-  if (final_step_ && !policy_.global()) {
+  if (final_step_ && !spec_.global()) {
     evict_layer(layer, budget_ + n, budget_ + n);
     longest = l.length.max().item<int64_t>();
   }
@@ -187,8 +147,8 @@ KvEntries BudgetedKvCache::append(int64_t layer, const at::Tensor& keys, const a
           l.positions.narrow(2, 0, longest)};
 }
 
-at::Tensor BudgetedKvCache::attention_mass(int64_t layer, const at::Tensor& q,
-                                           const at::Tensor& q_positions, int64_t s) const {
+at::Tensor BudgetedKvCache::votes(int64_t layer, const at::Tensor& q, const at::Tensor& q_positions,
+                                  int64_t s) const {
   // As the model computes it: fp32 scores over the live entries, masked by position.
   const Layer& l = layers_.at(layer);
   const int64_t b = q.size(0), h = q.size(1), voters = q.size(2), d = q.size(3);
@@ -197,65 +157,20 @@ at::Tensor BudgetedKvCache::attention_mass(int64_t layer, const at::Tensor& q,
   auto scores = at::matmul(q.to(at::kFloat).reshape({b, hk, g * voters, d}),
                            keys.to(at::kFloat).transpose(-1, -2)) /
                 std::sqrt(static_cast<double>(d));
-  auto k_pos = l.positions.narrow(2, 0, s).unsqueeze(-2);  // (B, Hk, 1, S)
+  auto entry_positions = l.positions.narrow(2, 0, s);
+  auto k_pos = entry_positions.unsqueeze(-2);  // (B, Hk, 1, S)
   auto q_pos = q_positions.view({b, 1, 1, voters}).repeat({1, 1, g, 1}).view({b, 1, g * voters, 1});
   auto visible = (k_pos >= 0).logical_and(k_pos <= q_pos);
   auto probs = at::softmax(scores.masked_fill(visible.logical_not(), -kInf), -1).nan_to_num(0);
-  return probs.sum(2);  // (B, Hk, S): summed over the group's heads and the voting queries
-}
-
-at::Tensor BudgetedKvCache::pool_votes(int64_t layer, const at::Tensor& mass, int64_t s) const {
-  if (policy_.kind != PolicyKind::kSnapKV || policy_.kernel <= 1) return mass;
-  const Layer& l = layers_.at(layer);
-  const int64_t b = mass.size(0), hk = mass.size(1), k = policy_.kernel;
-  if (policy_.pool == "max")
-    return at::max_pool1d(mass.reshape({b * hk, 1, s}), {k}, {1}, {k / 2}).view({b, hk, s});
-  // kvpress: the window's own keys (kept anyway) lend nothing to their neighbours, and the
-  // average divides by `kernel` at the edges too (zero padding counted).
-  auto window_start = std::get<0>(
-      l.recent_positions.masked_fill(l.recent_positions < 0, std::numeric_limits<int64_t>::max())
-          .min(1));
-  auto outside = mass.masked_fill(l.positions.narrow(2, 0, s) >= window_start.view({b, 1, 1}), 0);
-  return at::avg_pool1d(outside.reshape({b * hk, 1, s}), {k}, {1}, {k / 2}, /*ceil_mode=*/false,
-                        /*count_include_pad=*/true)
-      .view({b, hk, s});
+  // Summed over the group's heads and the voting queries: (B, Hk, S).
+  return policy_->shape_votes(probs.sum(2), {entry_positions, q_positions});
 }
 
 at::Tensor BudgetedKvCache::scores(int64_t layer) const {
   const Layer& l = layers_.at(layer);
   const int64_t s = l.length.max().item<int64_t>();
   auto pos = l.positions.narrow(2, 0, s);
-  auto stat = l.stat.narrow(2, 0, s);
-  auto posf = pos.to(at::kFloat);
-  auto seen = seen_.view({-1, 1, 1});  // (B, 1, 1)
-  at::Tensor score;
-  switch (policy_.kind) {
-    case PolicyKind::kStreaming:  // sinks, then the last `window` positions; older ones go
-      score = at::where(pos < policy_.sinks, at::full_like(posf, kInf),
-                        at::where(pos >= seen - policy_.window, posf, at::full_like(posf, -kInf)));
-      break;
-    case PolicyKind::kH2O:
-    case PolicyKind::kSnapKV:
-      score = at::where(pos >= seen - policy_.window, at::full_like(stat, kInf), stat);
-      break;
-    case PolicyKind::kSageKV:
-      score = at::where((pos >= seen - policy_.window).logical_or(pos < policy_.sinks),
-                        at::full_like(stat, kInf), stat);
-      break;
-    case PolicyKind::kKnorm:
-      score = -stat;
-      break;
-    case PolicyKind::kTrimKV:
-    case PolicyKind::kDBTrimKV: {
-      // The next query sits at position seen (= t + 1 for the last position t seen).
-      score = (seen.to(at::kFloat) - posf) * stat;
-      if (policy_.horizon > 1)
-        score = score + log1mexp(stat * static_cast<double>(policy_.horizon)) - log1mexp(stat);
-      break;
-    }
-    default:
-      score = stat.clone();
-  }
+  auto score = policy_->score({pos, l.stat.narrow(2, 0, s), seen_.view({-1, 1, 1})});
   if (protect_from_ >= 0) score = score.masked_fill(pos >= protect_from_, kInf);
   return score.masked_fill(pos < 0, -kInf);
 }
@@ -313,15 +228,15 @@ void BudgetedKvCache::evict_layer(int64_t layer, int64_t keep_count, int64_t tri
 
 void BudgetedKvCache::evict_below_threshold() {
   // Scores are log retention (log beta^(t + 1 - pos), or the horizon form): compare in log space.
-  const double floor = std::log(policy_.threshold);
+  const double floor = std::log(policy_->threshold());
   for (int64_t li = 0; li < static_cast<int64_t>(layers_.size()); ++li) {
     Layer& l = layers_[li];
     if (!l.keys.defined()) continue;
     auto score = scores(li);
     auto live = l.positions.narrow(2, 0, score.size(2)) >= 0;
     auto keep = (score >= floor).logical_and(live);
-    if (policy_.min_per_head > 0) {  // the floor per head applies here too
-      auto k = std::min(policy_.min_per_head, score.size(2));
+    if (policy_->min_per_head() > 0) {  // the floor per head applies here too
+      auto k = std::min(policy_->min_per_head(), score.size(2));
       auto top = top_k_indices(score, k);
       keep.logical_or_(at::zeros_like(keep).scatter_(2, top, true).logical_and(live));
     }
@@ -341,9 +256,9 @@ void BudgetedKvCache::evict_global(int64_t keep, int64_t trigger) {
   std::vector<int64_t> widths;
   for (int64_t li = 0; li < nl; ++li) {
     auto score = scores(li);
-    if (policy_.min_per_head > 0) {
+    if (policy_->min_per_head() > 0) {
       // Each head's best min_per_head entries are kept whatever the global ranking says.
-      auto k = std::min(policy_.min_per_head, score.size(2));
+      auto k = std::min(policy_->min_per_head(), score.size(2));
       auto top = top_k_indices(score, k);
       auto bonus = at::zeros_like(score).scatter_(2, top, kInf);
       score = at::where(score > -kInf, score + bonus, score);
@@ -390,12 +305,12 @@ void BudgetedKvCache::compress_context() {
   RETAIN_CHECK(!static_, "BudgetedKvCache: compress_context during static decode");
   for (int64_t li = 0; li < static_cast<int64_t>(layers_.size()); ++li) {
     Layer& l = layers_[li];
-    if (!l.keys.defined() || !one_time() || !l.recent_q.defined()) continue;
+    if (!l.keys.defined() || policy_->votes() != Votes::kObservationWindow || !l.recent_q.defined())
+      continue;
     const int64_t s = l.length.max().item<int64_t>();
-    l.stat.narrow(2, 0, s).copy_(
-        pool_votes(li, attention_mass(li, l.recent_q, l.recent_positions, s), s));
+    l.stat.narrow(2, 0, s).copy_(votes(li, l.recent_q, l.recent_positions, s));
   }
-  if (policy_.global())
+  if (spec_.global())
     evict_global(budget_, budget_);
   else
     evict_per_head(budget_, budget_);
@@ -408,7 +323,7 @@ void BudgetedKvCache::begin_generating_step() {
   final_step_ = true;
   // dbtrimkv's budget is global, and a layer cannot rank its entries against layers the step has
   // not reached yet: cut before the step to L Hk budget; the step adds L Hk.
-  if (policy_.global()) evict_global(budget_, budget_);
+  if (spec_.global()) evict_global(budget_, budget_);
 }
 
 KvCache::AttendedEntries BudgetedKvCache::attended_entries() const {
@@ -423,8 +338,7 @@ KvCache::AttendedEntries BudgetedKvCache::attended_entries() const {
 }
 
 bool BudgetedKvCache::begin_static_decode() {
-  if (policy_.kind == PolicyKind::kRandom || policy_.threshold > 0 || !seen_.defined())
-    return false;
+  if (!policy_->static_decode() || !seen_.defined()) return false;
   for (const auto& l : layers_)
     if (!l.keys.defined()) return false;
   static_ = true;
@@ -466,11 +380,11 @@ bool BudgetedKvCache::end_static_step() {
   bool due = false, full = false;
   for (size_t i = 0; i < layers_.size(); ++i) {
     ++host_longest_[i];
-    due = due || (!policy_.global() && host_longest_[i] > budget_ + policy_.buffer);
+    due = due || (!spec_.global() && host_longest_[i] > budget_ + spec_.buffer);
     full = full || host_longest_[i] + 1 > layers_[i].keys.size(2);
   }
   host_total_ += nl * hk;
-  due = due || (policy_.global() && host_total_ > nl * hk * (budget_ + policy_.buffer));
+  due = due || (spec_.global() && host_total_ > nl * hk * (budget_ + spec_.buffer));
   due = due && !frozen_;  // keep mode evicts nothing after the context
   if (!due && !full) return false;
   // Exactly the eager end of step; where the counts over-estimate it evicts nothing more.
@@ -500,11 +414,11 @@ void BudgetedKvCache::evict_now() {
   }
   peak_bytes_ = std::max(peak_bytes_, live_bytes());  // before eviction: the real peak
   if (!frozen_) {  // keep mode: nothing is evicted after the context
-    if (policy_.threshold > 0) evict_below_threshold();
-    if (policy_.global())
-      evict_global(budget_, budget_ + policy_.buffer);
+    if (policy_->threshold() > 0) evict_below_threshold();
+    if (spec_.global())
+      evict_global(budget_, budget_ + spec_.buffer);
     else
-      evict_per_head(budget_, budget_ + policy_.buffer);
+      evict_per_head(budget_, budget_ + spec_.buffer);
   }
   for (auto& l : layers_) {
     l.pending_q = at::Tensor();
@@ -544,7 +458,6 @@ std::unique_ptr<KvCache> BudgetedKvCache::clone() const {
   for (at::Tensor* t :
        {&copy->seen_, &copy->attended_max_, &copy->attended_total_max_, &copy->step_total_})
     if (t->defined()) *t = t->clone();
-  copy->generator_ = generator_.clone();
   return copy;
 }
 

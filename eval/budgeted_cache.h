@@ -1,7 +1,9 @@
 // A KV cache with a real memory bound: per (layer, sequence, KV head) a variable number of live
 // entries in buffers of capacity budget + buffer + chunk, compacted in place when a policy evicts
 // (no full-length cache hidden behind a mask). Every entry carries its key, value, absolute
-// position and the policy's statistic (log beta, accumulated attention, key norm or a random draw).
+// position and the policy's statistic (log beta, attention votes, key norm or a random draw). The
+// policy (eval/policies/) says what the statistic is and how entries score; the cache stores,
+// computes the attention votes a policy asks for, compacts and keeps the budget.
 //
 // Eviction runs after each forward step (a prefill chunk or a decoded token): a per-head policy
 // cuts a head that exceeds budget + buffer back to its top-`budget` entries; dbtrimkv cuts a
@@ -17,7 +19,7 @@
 #include <memory>
 #include <vector>
 
-#include "eval/eviction_policy.h"
+#include "eval/policies/policy_registry.h"
 #include "gates/gate_bank.h"
 #include "model/kv_cache.h"
 #include "model/model_config.h"
@@ -28,8 +30,8 @@ class BudgetedKvCache : public KvCache {
  public:
   // `gates` is required by trimkv / dbtrimkv and must outlive the cache. `chunk` is the largest
   // number of tokens one forward appends (the prefill chunk).
-  BudgetedKvCache(const ModelConfig& model, const PolicyOptions& policy, int64_t budget,
-                  int64_t chunk, const GateBank* gates = nullptr);
+  BudgetedKvCache(const ModelConfig& model, const PolicySpec& policy, int64_t budget, int64_t chunk,
+                  const GateBank* gates = nullptr);
 
   void observe(const LayerTensors& tensors) override;
   KvEntries append(int64_t layer, const at::Tensor& keys, const at::Tensor& values,
@@ -58,23 +60,19 @@ class BudgetedKvCache : public KvCache {
   void begin_generating_step() override;
   AttendedEntries attended_entries() const override;
 
-  // --question-mode keep (kvpress's semantics): call once the context alone has been read. The
-  // one-time policies vote with the context's last queries, every head (dbtrimkv: the global
-  // pool) is cut back to the budget, and nothing is evicted afterwards: the question and the
-  // generated tokens stay on top of the compressed context.
-  void compress_context();
+  // --question-mode keep: the one-time policies vote with the context's last queries, every head
+  // (dbtrimkv: the global pool) is cut back to the budget, and nothing is evicted afterwards: the
+  // question and the generated tokens stay on top of the compressed context.
+  void compress_context() override;
   bool frozen() const { return frozen_; }
 
   void end_prefill() override { protect_from_ = -1; }
-  // --protect-question: while the prompt is read, entries at positions >= `position` (the question)
-  // are never evicted; decoding lifts the protection.
-  void protect_from(int64_t position) { protect_from_ = position; }
+  void protect_from(int64_t position) override { protect_from_ = position; }
 
-  // The most bytes held at once so far (measured before each eviction, and now).
-  int64_t peak_bytes() const { return std::max(peak_bytes_, live_bytes()); }
-  // Bytes of exactly `budget` entries in every (layer, sequence, KV head): what the cache holds
-  // after an eviction (with buffer 0, after every step).
-  int64_t budget_bytes() const;
+  // Measured before each eviction, and now.
+  int64_t peak_bytes() const override { return std::max(peak_bytes_, live_bytes()); }
+  // With buffer 0, what the cache holds after every step.
+  int64_t budget_bytes() const override;
   // Bytes of the K/V buffers as allocated (live entries plus free slots).
   int64_t allocated_bytes() const;
   int64_t budget() const { return budget_; }
@@ -91,9 +89,9 @@ class BudgetedKvCache : public KvCache {
     at::Tensor positions;     // (B, Hk, C) int64, -1 = empty
     at::Tensor stat;       // (B, Hk, C) fp32: log beta | accumulated attention | key norm | random
     at::Tensor length;     // (B, Hk) int64
-    at::Tensor pending_q;  // this step's queries (attention-scored policies)
-    // snapkv / sagekv: the last `window` (sagekv: 1) queries seen and their positions, whatever
-    // the chunks were: the observation window they vote with.
+    at::Tensor pending_q;  // this step's queries (policies that take votes)
+    // Votes::kObservationWindow: the policy's last `voters()` queries seen and their positions,
+    // whatever the chunks were: the observation window they vote with.
     at::Tensor recent_q, recent_positions;
     at::Tensor pending_stat;  // this step's per-token statistic (B, Hk, T)
   };
@@ -112,18 +110,25 @@ class BudgetedKvCache : public KvCache {
   void evict_layer(int64_t layer, int64_t keep, int64_t trigger);
   // dbtrimkv: a sequence holding more than L Hk `trigger` entries keeps its top L Hk `keep`.
   void evict_global(int64_t keep, int64_t trigger);
-  // snapkv / sagekv: whether the entries' score is a vote of the observation window.
-  bool one_time() const;
-  // The attention mass the `voters` queries q (B, H, V, D) at q_positions (B, V) put on each
-  // entry of `layer`, summed over them and the group's heads: (B, Hk, S).
-  at::Tensor attention_mass(int64_t layer, const at::Tensor& q, const at::Tensor& q_positions,
-                            int64_t s) const;
-  // snapkv: the votes (B, Hk, S) pooled over neighbouring keys (max, or kvpress's average).
-  at::Tensor pool_votes(int64_t layer, const at::Tensor& mass, int64_t s) const;
+  // The policy's votes of the queries q (B, H, V, D) at q_positions (B, V) on the first `s` slots
+  // of `layer`: their attention mass summed over them and the group's heads, as the policy shapes
+  // it (B, Hk, S).
+  at::Tensor votes(int64_t layer, const at::Tensor& q, const at::Tensor& q_positions,
+                   int64_t s) const;
   void evict_below_threshold();
 
+  // The policy is copied with the cache (clone()); the random policy's generator with it.
+  struct PolicyHandle {
+    std::unique_ptr<EvictionPolicy> policy;
+    explicit PolicyHandle(std::unique_ptr<EvictionPolicy> p) : policy(std::move(p)) {}
+    PolicyHandle(const PolicyHandle& other) : policy(other.policy->clone()) {}
+    PolicyHandle& operator=(const PolicyHandle&) = delete;
+    EvictionPolicy* operator->() const { return policy.get(); }
+  };
+
   ModelConfig model_;
-  PolicyOptions policy_;
+  PolicySpec spec_;
+  PolicyHandle policy_;
   int64_t budget_, capacity_;
   const GateBank* gates_;
   std::vector<Layer> layers_;
@@ -142,7 +147,6 @@ class BudgetedKvCache : public KvCache {
   at::Tensor attended_max_, attended_total_max_, step_total_;
   std::vector<int64_t> host_longest_;  // static decode: per layer, an upper bound of max(length)
   int64_t host_total_ = 0;  // static decode: an upper bound of the largest sequence total
-  at::Generator generator_;
 };
 
 }  // namespace retain

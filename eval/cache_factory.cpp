@@ -18,10 +18,10 @@ int64_t resolve_budget(double budget, int64_t prompt_tokens) {
       1, static_cast<int64_t>(std::llround(budget * static_cast<double>(prompt_tokens))));
 }
 
-std::unique_ptr<KvCache> make_kv_cache(const ModelConfig& model, const PolicyOptions& policy,
+std::unique_ptr<KvCache> make_kv_cache(const ModelConfig& model, const PolicySpec& policy,
                                        double budget, int64_t prompt_tokens, int64_t chunk,
                                        const GateBank* gates) {
-  if (policy.kind == PolicyKind::kFull) return std::make_unique<FullKvCache>(model.num_layers);
+  if (!policy.budgeted()) return std::make_unique<FullKvCache>(model.num_layers);
   return std::make_unique<BudgetedKvCache>(model, policy, resolve_budget(budget, prompt_tokens),
                                            std::max<int64_t>(chunk, 1), gates);
 }

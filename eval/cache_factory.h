@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "eval/eviction_policy.h"
+#include "eval/policies/policy_registry.h"
 #include "gates/gate_bank.h"
 #include "model/kv_cache.h"
 #include "model/model_config.h"
@@ -15,7 +15,7 @@ namespace retain {
 // Entries per KV head for `budget` (absolute when >= 1, a fraction of `prompt_tokens` below 1).
 int64_t resolve_budget(double budget, int64_t prompt_tokens);
 
-std::unique_ptr<KvCache> make_kv_cache(const ModelConfig& model, const PolicyOptions& policy,
+std::unique_ptr<KvCache> make_kv_cache(const ModelConfig& model, const PolicySpec& policy,
                                        double budget, int64_t prompt_tokens, int64_t chunk,
                                        const GateBank* gates);
 

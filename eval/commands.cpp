@@ -11,7 +11,6 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "core/log.h"
-#include "eval/budgeted_cache.h"
 #include "eval/cache_factory.h"
 #include "eval/perplexity.h"
 #include "eval/plot.h"
@@ -120,15 +119,15 @@ int run_generate_command(const GenerateCommandOptions& o) {
     sampling.detokenize = [tokenizer](const std::vector<int64_t>& ids) {
       return tokenizer->decode(ids, true);
     };
-  PolicyOptions policy = parse_policy(o.policy);
-  RETAIN_CHECK(policy.kind == PolicyKind::kFull || o.budget > 0, "generate: --policy ", policy.name,
+  PolicySpec policy = parse_policy(o.policy);
+  RETAIN_CHECK(!policy.budgeted() || o.budget > 0, "generate: --policy ", policy.name(),
                " needs --budget");
   const int64_t chunk = o.chunk > 0 ? o.chunk : longest;
   // A fractional budget is relative to the longest prompt of the batch.
   auto cache = make_kv_cache(model.config(), policy, o.budget, longest, chunk, m.gates_for(policy));
   sampling.prefill_chunk = chunk;
   auto results = generate_batch(model, prompts, *cache, sampling);
-  const int64_t peak = peak_kv_bytes(*cache);
+  const int64_t peak = cache->peak_bytes();
 
   for (size_t i = 0; i < results.size(); ++i) {
     const GenerationResult& r = results[i];
@@ -237,9 +236,9 @@ int run_ppl_command(const PplCommandOptions& o) {
          {{"ppl", r.ppl}, {"nll", r.nll}, {"tokens", r.tokens}, {"windows", r.windows}}});
   } else {
     for (const auto& spec : o.policies) {
-      PolicyOptions policy = parse_policy(spec);
+      PolicySpec policy = parse_policy(spec);
       std::vector<std::optional<double>> budgets;
-      if (policy.kind == PolicyKind::kFull)
+      if (!policy.budgeted())
         budgets.push_back(std::nullopt);
       else
         for (double b : o.budgets) budgets.push_back(b);
@@ -257,7 +256,7 @@ int run_ppl_command(const PplCommandOptions& o) {
           metrics["eviction_rate"] =
               1.0 - std::min(1.0, static_cast<double>(kept) / static_cast<double>(n));
         }
-        metrics["peak_kv_bytes"] = peak_kv_bytes(*cache);
+        metrics["peak_kv_bytes"] = cache->peak_bytes();
         rows.push_back({spec, budget, metrics});
       }
     }

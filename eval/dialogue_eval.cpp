@@ -88,7 +88,7 @@ int run_dialogue_eval(const DialogueOptions& o) {
   c10::InferenceMode guard;
   std::vector<ScoreRow> rows;
   for (const auto& cell : cells) {
-    PolicyOptions policy = parse_policy(cell.policy);
+    PolicySpec policy = parse_policy(cell.policy);
     std::map<size_t, std::array<double, 3>> per_turn;  // turn -> em, f1, rouge sums
     std::map<size_t, int64_t> turn_counts;
     for (const auto& d : dialogues) {
@@ -149,7 +149,7 @@ int run_dialogue_eval(const DialogueOptions& o) {
                   {"id", d.id},
                   {"history", o.history},
                   {"turns", turns},
-                  {"peak_kv_bytes", peak_kv_bytes(*cache)}};
+                  {"peak_kv_bytes", cache->peak_bytes()}};
         log.append(record);
       }
       for (const auto& t : record["turns"]) {

@@ -11,7 +11,6 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/progress.h"
-#include "eval/budgeted_cache.h"
 #include "eval/cache_factory.h"
 #include "eval/metrics.h"
 #include "eval/plot.h"
@@ -175,7 +174,7 @@ int run_longbench_eval(const LongBenchOptions& o) {
   c10::InferenceMode guard;
   std::vector<ScoreRow> rows;
   for (const auto& [spec, budget] : cells) {
-    PolicyOptions policy = parse_policy(spec);
+    PolicySpec policy = parse_policy(spec);
     std::map<std::string, std::pair<double, int64_t>> per_dataset, buckets;
     for (const auto& r : records) {
       const std::string key = str_cat(spec, "|", budget.dump(), "|", r.dataset, "|", r.id);
@@ -205,7 +204,7 @@ int run_longbench_eval(const LongBenchOptions& o) {
             make_kv_cache(model.config(), policy, budget.is_null() ? 0.0 : budget.get<double>(),
                           static_cast<int64_t>(ids.size()), o.chunk, m.gates_for(policy));
         GenerationResult g = generate(model, ids, *cache, sampling);
-        const int64_t peak = peak_kv_bytes(*cache);
+        const int64_t peak = cache->peak_bytes();
         result = {{"policy", spec},
                   {"budget", budget},
                   {"dataset", r.dataset},

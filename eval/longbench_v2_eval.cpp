@@ -86,7 +86,7 @@ int run_longbench_v2_eval(const LongBenchV2Options& o) {
   ProgressBar bar("longbench-v2", static_cast<int64_t>(records.size() * cells.size()), "q");
   c10::InferenceMode guard;
   for (const auto& cell : cells) {
-    PolicyOptions policy = parse_policy(cell.policy);
+    PolicySpec policy = parse_policy(cell.policy);
     for (size_t i = 0; i < records.size(); ++i) {
       const Json& r = records[i];
       const std::string where = str_cat(o.data, " record ", i);
@@ -130,7 +130,7 @@ int run_longbench_v2_eval(const LongBenchV2Options& o) {
                   {"response", response},
                   {"pred", extract_choice(response)},
                   {"prompt_tokens", ids.size()},
-                  {"peak_kv_bytes", peak_kv_bytes(*cache)},
+                  {"peak_kv_bytes", cache->peak_bytes()},
                   {"max_attended_entries", g.max_attended_entries},
                   {"max_attended_total", g.max_attended_total}});
       bar.update(1);

@@ -7,12 +7,11 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/log.h"
-#include "eval/budgeted_cache.h"
 
 namespace retain {
 
-const GateBank* EvalModel::gates_for(const PolicyOptions& policy) const {
-  if (!policy.gates.empty()) return policy_gates.at(policy.gates).get();
+const GateBank* EvalModel::gates_for(const PolicySpec& policy) const {
+  if (!policy.gates().empty()) return policy_gates.at(policy.gates()).get();
   return gates.get();
 }
 
@@ -29,11 +28,11 @@ EvalModel load_eval_model(const ModelFlags& flags, const std::string& gates_file
   if (with_tokenizer) m.tokenizer = load_tokenizer(flags.model_dir);
   if (!gates_file.empty()) m.gates = load_gate_file(gates_file, m.model->config(), device);
   for (const auto& spec : policies) {
-    PolicyOptions p = parse_policy(spec);
-    if (p.gates.empty() || m.policy_gates.count(p.gates)) continue;
-    fs::path file = p.gates;
+    PolicySpec p = parse_policy(spec);
+    if (p.gates().empty() || m.policy_gates.count(p.gates())) continue;
+    fs::path file = p.gates();
     if (file.is_relative() && !flags.gates_dir.empty()) file = fs::path(flags.gates_dir) / file;
-    m.policy_gates[p.gates] = load_gate_file(file, m.model->config(), device);
+    m.policy_gates[p.gates()] = load_gate_file(file, m.model->config(), device);
   }
   return m;
 }
@@ -44,8 +43,8 @@ std::vector<SweepCell> sweep_cells(const std::vector<std::string>& policies,
   RETAIN_CHECK(!policies.empty(), benchmark, ": --policy needs at least one policy");
   std::vector<SweepCell> cells;
   for (const auto& spec : policies) {
-    PolicyOptions p = parse_policy(spec);
-    if (p.kind == PolicyKind::kFull) {
+    PolicySpec p = parse_policy(spec);
+    if (!p.budgeted()) {
       cells.push_back({spec, nullptr});
       continue;
     }
@@ -91,16 +90,6 @@ fs::path start_run_dir(const std::string& out, const Json& config) {
   return dir;
 }
 
-int64_t peak_kv_bytes(const KvCache& cache) {
-  if (const auto* b = dynamic_cast<const BudgetedKvCache*>(&cache)) return b->peak_bytes();
-  return cache.live_bytes();
-}
-
-int64_t budget_kv_bytes(const KvCache& cache) {
-  if (const auto* b = dynamic_cast<const BudgetedKvCache*>(&cache)) return b->budget_bytes();
-  return cache.live_bytes();
-}
-
 int64_t question_start(const Tokenizer& tokenizer, const std::string& text,
                        const std::string& question, bool with_bos) {
   size_t at = text.rfind(question);
@@ -113,9 +102,7 @@ int64_t question_start(const Tokenizer& tokenizer, const std::string& text,
 
 void protect_question(KvCache& cache, const Tokenizer& tokenizer, const std::string& text,
                       const std::string& question, bool with_bos) {
-  auto* budgeted = dynamic_cast<BudgetedKvCache*>(&cache);
-  if (budgeted == nullptr) return;
-  budgeted->protect_from(question_start(tokenizer, text, question, with_bos));
+  cache.protect_from(question_start(tokenizer, text, question, with_bos));
 }
 
 }  // namespace retain

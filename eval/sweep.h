@@ -12,7 +12,7 @@
 
 #include "core/json.h"
 #include "eval/commands.h"
-#include "eval/eviction_policy.h"
+#include "eval/policies/policy_registry.h"
 #include "gates/gate_bank.h"
 #include "model/decoder.h"
 #include "model/kv_cache.h"
@@ -31,7 +31,7 @@ struct EvalModel {
   std::map<std::string, std::unique_ptr<GateBank>> policy_gates;  // "policy:gates=FILE" files
 
   // The gates a policy runs with: its own gates= file, else --gates (null when neither).
-  const GateBank* gates_for(const PolicyOptions& policy) const;
+  const GateBank* gates_for(const PolicySpec& policy) const;
 };
 
 // Loads the model, its tokenizer, --gates and every gates= file named in `policies`.
@@ -64,20 +64,14 @@ class PredictionLog {
   std::ofstream out_;
 };
 
-int64_t peak_kv_bytes(const KvCache& cache);
-// The bytes of `budget` entries per (layer, sequence, KV head) of an evicting cache; for the
-// full cache, its live bytes.
-int64_t budget_kv_bytes(const KvCache& cache);
-
-// --protect-question: the position where the question starts in a prompt whose text is `text`
-// and whose tokens were made with `with_bos` (encode_prompt) or not (a rendered chat template):
-// the token count of the text before the last occurrence of `question`. Marks that position on
-// an evicting cache (a no-op for the full cache).
-// The index of the question's first token in the encoded `text` (with_bos: the prompt starts
-// with BOS when the tokenizer adds one); the question must be a suffix boundary of `text`.
+// --protect-question: the index of the question's first token in the encoded `text` (with_bos:
+// the prompt starts with BOS when the tokenizer adds one, as encode_prompt makes it; a rendered
+// chat template has none): the token count of the text before the last occurrence of `question`,
+// which must be a suffix boundary of `text`.
 int64_t question_start(const Tokenizer& tokenizer, const std::string& text,
                        const std::string& question, bool with_bos);
 
+// Marks that position on the cache (KvCache::protect_from; a no-op for the full cache).
 void protect_question(KvCache& cache, const Tokenizer& tokenizer, const std::string& text,
                       const std::string& question, bool with_bos);
 

@@ -13,7 +13,6 @@
 #include "core/log.h"
 #include "core/progress.h"
 #include "data/synthetic.h"
-#include "eval/budgeted_cache.h"
 #include "eval/cache_factory.h"
 #include "eval/plot.h"
 #include "eval/scores.h"
@@ -117,7 +116,7 @@ int run_synthetic_eval(const SyntheticEvalOptions& o) {
   c10::InferenceMode guard;
   std::vector<ScoreRow> rows;
   for (const auto& cell : cells) {
-    PolicyOptions policy = parse_policy(cell.policy);
+    PolicySpec policy = parse_policy(cell.policy);
     std::map<std::string, std::pair<int64_t, int64_t>> per_task;  // task -> (correct, total)
     double peak_sum = 0, prefill_rate = 0, decode_rate = 0;
     int64_t n = 0, max_attended = -1;
@@ -149,14 +148,13 @@ int run_synthetic_eval(const SyntheticEvalOptions& o) {
           std::vector<int64_t> rest = prompt;
           if (keep && context_len > 0) {
             prefill(model, {prompt.begin(), prompt.begin() + context_len}, *cache, 0, o.chunk);
-            if (auto* budgeted = dynamic_cast<BudgetedKvCache*>(cache.get()))
-              budgeted->compress_context();
+            cache->compress_context();
             rest.assign(prompt.begin() + context_len, prompt.end());
             sampling.start_position = context_len;
           }
           GenerationResult r = generate(model, rest, *cache, sampling);
           std::string pred = tokenizer.decode(r.tokens, /*skip_special=*/true);
-          const int64_t peak = peak_kv_bytes(*cache);
+          const int64_t peak = cache->peak_bytes();
           const std::string answer = ex.turns[t].second;
           record = {
               {"policy", cell.policy},
@@ -174,7 +172,7 @@ int run_synthetic_eval(const SyntheticEvalOptions& o) {
               {"max_attended_total", r.max_attended_total},
               // After the last step: with buffer 0 an evicting cache is back at its budget.
               {"live_kv_bytes", cache->live_bytes()},
-              {"budget_kv_bytes", budget_kv_bytes(*cache)},
+              {"budget_kv_bytes", cache->budget_bytes()},
               {"prefill_tokens_per_s",
                r.prefill_seconds > 0 ? static_cast<double>(prompt_len) / r.prefill_seconds : 0.0},
               {"decode_tokens_per_s",

@@ -76,6 +76,18 @@ class KvCache {
 
   // Bytes of K/V currently held (live entries only for caches that evict).
   virtual int64_t live_bytes() const = 0;
+  // The most bytes held at once so far; a cache that never evicts holds its most now.
+  virtual int64_t peak_bytes() const { return live_bytes(); }
+  // Bytes of exactly the budget in every (layer, sequence, KV head): what a budgeted cache holds
+  // after an eviction. A cache without a budget: what it holds.
+  virtual int64_t budget_bytes() const { return live_bytes(); }
+
+  // While the prompt is read, entries at positions >= `position` (the question) are never evicted;
+  // decoding lifts the protection. A cache that evicts nothing has nothing to protect.
+  virtual void protect_from(int64_t /*position*/) {}
+  // --question-mode keep (kvpress's semantics): call once the context alone has been read. A
+  // budgeted cache cuts it back to the budget once and evicts nothing afterwards.
+  virtual void compress_context() {}
 
   // An independent deep copy (multi-turn evaluation branches a conversation from a shared context).
   virtual std::unique_ptr<KvCache> clone() const = 0;

@@ -9,7 +9,7 @@
 
 #include "core/safetensors.h"
 #include "eval/budgeted_cache.h"
-#include "eval/eviction_policy.h"
+#include "eval/policies/policy_registry.h"
 #include "gates/gate_bank.h"
 #include "model/attention.h"
 #include "model/decoder.h"
@@ -126,7 +126,7 @@ BothDevices run_on_both(const std::string& spec, int64_t new_tokens, at::ScalarT
   SamplingOptions options;
   options.max_new_tokens = new_tokens;
   options.prefill_chunk = 16;
-  PolicyOptions policy = parse_policy(spec);
+  PolicySpec policy = parse_policy(spec);
   policy.buffer = 0;  // cut back to the budget after every step
   BothDevices r;
   r.layers = cpu.config().num_layers;
@@ -190,7 +190,7 @@ TEST_P(PolicyCuda, GraphDecodeEqualsEagerDecode_CUDA) {
   for (int i = 0; i < 41; ++i) prompts[1].push_back(7 + (i * 53) % 400);
   for (int i = 0; i < 55; ++i) prompts[2].push_back(11 + (i * 29) % 450);
   for (int64_t buffer : {0, 3}) {
-    PolicyOptions policy = parse_policy(GetParam());
+    PolicySpec policy = parse_policy(GetParam());
     policy.buffer = buffer;
     SamplingOptions options;
     options.max_new_tokens = 20;
@@ -218,8 +218,8 @@ TEST_P(PolicyCuda, GraphDecodeEqualsEagerDecode_CUDA) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, PolicyCuda,
-                         ::testing::Values("streaming", "h2o", "snapkv", "sagekv", "importance",
-                                           "knorm", "trimkv", "dbtrimkv", "random"),
+                         ::testing::Values("streaming", "h2o", "snapkv", "sagekv", "tova",
+                                           "importance", "knorm", "trimkv", "dbtrimkv", "random"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

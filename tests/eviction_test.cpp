@@ -53,7 +53,7 @@ void feed(BudgetedKvCache& cache, const ModelConfig& c, int64_t start, const at:
 
 TEST(Eviction, StreamingKeepsSinksAndTheMostRecent) {
   auto c = tiny_config(1, 1);
-  PolicyOptions p = parse_policy("streaming:sinks=2,buffer=0");
+  PolicySpec p = parse_policy("streaming:sinks=2,buffer=0");
   BudgetedKvCache cache(c, p, 5, 10);
   feed(cache, c, 0, at::randn({1, 1, 10, 4}), at::zeros({1, 10, 8}));
   EXPECT_EQ(cache.live_positions(0, 0, 0), (std::vector<int64_t>{0, 1, 7, 8, 9}));
@@ -141,6 +141,61 @@ TEST(Eviction, SnapkvAveragePoolingIsKvpressDefinition) {
   EXPECT_EQ(snap.live_positions(0, 0, 0), top_positions(pooled, 6, 10));
   EXPECT_ERROR_CONTAINS(parse_policy("h2o:pool=avg"), "pool applies to snapkv");
   EXPECT_ERROR_CONTAINS(parse_policy("snapkv:pool=mean"), "pool must be max or avg");
+}
+
+// TOVA: after every step the entries the latest query attends to least go, its attention summed
+// over the layer's heads (every head keeps the same tokens), each step's vote replacing the last.
+// Queries (2, 0, 0, 0), so a key's logit is its first coordinate (scale 1/2); head 1's keys are
+// head 0's rotated by five, so no two entries tie. Explicit loops here.
+TEST(Eviction, TovaKeepsWhatTheLatestQueryAttendsTo) {
+  auto c = tiny_config(1, 2);
+  std::vector<std::vector<float>> v(2);
+  for (int i = 0; i < 12; ++i) {
+    v[0].push_back(kVotes[i]);
+    v[1].push_back(kVotes[(i + 5) % 12]);
+  }
+  auto keys = at::zeros({1, 2, 12, 4});
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < 12; ++i) keys[0][h][i][0] = v[h][i];
+  auto q = at::zeros({1, 2, 12, 4});
+  q.select(3, 0).fill_(2);
+  // The mass the query (first coordinate `query`) gives each of `live`, summed over the heads.
+  auto latest_vote = [&](const std::vector<int64_t>& live, double query) {
+    std::vector<double> mass(live.size(), 0.0);
+    for (int h = 0; h < 2; ++h) {
+      double z = 0;
+      for (int64_t p : live) z += std::exp(query * v[h][p] / 2.0);
+      for (size_t j = 0; j < live.size(); ++j) mass[j] += std::exp(query * v[h][live[j]] / 2.0) / z;
+    }
+    return mass;
+  };
+  auto top_live = [](const std::vector<int64_t>& live, const std::vector<double>& mass) {
+    std::vector<int64_t> out;
+    for (int64_t i : top_positions(mass, 6, mass.size())) out.push_back(live[i]);
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  std::vector<int64_t> all(12);
+  for (int64_t i = 0; i < 12; ++i) all[i] = i;
+  BudgetedKvCache tova(c, parse_policy("tova:buffer=0"), 6, 12);
+  feed(tova, c, 0, keys, at::zeros({1, 12, 8}), q);
+  auto first = top_live(all, latest_vote(all, 2));
+  for (int h = 0; h < 2; ++h) EXPECT_EQ(tova.live_positions(0, 0, h), first) << "head " << h;
+  // A decoded token (keys 0) whose query prefers small keys: its vote alone decides.
+  v[0].push_back(0);
+  v[1].push_back(0);
+  auto live = first;
+  live.push_back(12);
+  auto second = top_live(live, latest_vote(live, -2));
+  auto query = at::zeros({1, 2, 1, 4});
+  query.select(3, 0).fill_(-2);
+  feed(tova, c, 12, at::zeros({1, 2, 1, 4}), at::zeros({1, 1, 8}), query);
+  for (int h = 0; h < 2; ++h) EXPECT_EQ(tova.live_positions(0, 0, h), second) << "head " << h;
+  // Accumulating the two votes (h2o's way) would keep a different set: the test tells them apart.
+  auto prompt_vote = latest_vote(all, 2), decode_vote = latest_vote(live, -2);
+  for (size_t j = 0; j < live.size(); ++j)
+    if (live[j] < 12) decode_vote[j] += prompt_vote[live[j]];
+  EXPECT_NE(top_live(live, decode_vote), second);
 }
 
 TEST(Eviction, H2oAndImportanceKeepTheHeaviestHitters) {
@@ -323,7 +378,7 @@ TEST_P(PolicyOnModel, LargeBudgetEqualsFullAndSmallBudgetHolds) {
   FullKvCache full(model.config().num_layers);
   auto expected = generate(model, prompt, full, options).tokens;
 
-  PolicyOptions policy = parse_policy(GetParam());
+  PolicySpec policy = parse_policy(GetParam());
   BudgetedKvCache large(model.config(), policy, 200, 16, gates.get());
   EXPECT_EQ(generate(model, prompt, large, options).tokens, expected) << GetParam();
 
@@ -339,13 +394,13 @@ TEST_P(PolicyOnModel, LargeBudgetEqualsFullAndSmallBudgetHolds) {
   if (!policy.global())
     for (int64_t l = 0; l < model.config().num_layers; ++l)
       EXPECT_LE(small.lengths(l).max().item<int64_t>(), 10 + 4) << GetParam();
-  if (policy.kind ==
-      PolicyKind::kImportance)  // one score per token: every head keeps the same tokens
+  // One score per token (summed over the layer's heads): every head keeps the same tokens.
+  if (policy.name() == "importance" || policy.name() == "tova")
     EXPECT_EQ(small.live_positions(0, 0, 0), small.live_positions(0, 0, 1));
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, PolicyOnModel,
-                         ::testing::Values("streaming", "h2o", "snapkv", "sagekv", "random",
+                         ::testing::Values("streaming", "h2o", "snapkv", "sagekv", "tova", "random",
                                            "importance", "knorm", "trimkv", "dbtrimkv",
                                            "trimkv:horizon=8"),
                          [](const auto& info) {
@@ -369,7 +424,7 @@ TEST_P(PolicyOnModel, EveryGeneratingQueryReadsAtMostTheBudget) {
   for (int64_t chunk : {1, 7, 64, 0}) {
     for (int64_t buffer : {0, 3}) {
       for (int64_t new_tokens : {1, 9}) {
-        PolicyOptions policy = parse_policy(GetParam());
+        PolicySpec policy = parse_policy(GetParam());
         policy.buffer = buffer;
         SamplingOptions options;
         options.max_new_tokens = new_tokens;
@@ -406,6 +461,25 @@ TEST(Eviction, ChunkedPrefillWithTheFullCacheEqualsOneShot) {
     parts.push_back(model.forward(ids.narrow(1, b, n), at::arange(b, b + n).view({1, n}), &cache));
   }
   EXPECT_LE((at::cat(parts, 1) - one).abs().max().item<double>(), 1e-4);
+}
+
+// The registry: unknown names and options get the closest valid one; an option of another policy
+// names the policies that take it; every registered policy has a help line and a README row.
+TEST(Eviction, RegistrySuggestsAndDocumentsEveryPolicy) {
+  EXPECT_ERROR_CONTAINS(parse_policy("h2p"), "did you mean 'h2o'");
+  EXPECT_ERROR_CONTAINS(parse_policy("h2o:windw=3"), "did you mean 'window'");
+  EXPECT_ERROR_CONTAINS(parse_policy("h2o:min_per_head=2"),
+                        "min_per_head applies to trimkv and dbtrimkv");
+  EXPECT_ERROR_CONTAINS(parse_policy("snapkv:kernel=4"), "kernel must be odd, found 4");
+  EXPECT_ERROR_CONTAINS(parse_policy("trimkv:horizon=0"), "horizon must be >= 1, found 0");
+  EXPECT_ERROR_CONTAINS(parse_policy("full:buffer=3"), "full takes no options");
+  EXPECT_EQ(parse_policy("h2o:window=3,buffer=5").buffer, 5);
+  EXPECT_EQ(parse_policy("dbtrimkv:gates=a.safetensors").gates(), "a.safetensors");
+  const std::string help = policy_help(), table = policy_table_markdown();
+  for (const auto& r : policy_registry()) {
+    EXPECT_NE(help.find("\n  " + r.name + ": "), std::string::npos) << r.name;
+    EXPECT_NE(table.find("| `" + r.name + "` |"), std::string::npos) << r.name;
+  }
 }
 
 TEST(Eviction, OptionsAndBudgetsAreValidated) {
@@ -705,7 +779,7 @@ TEST(BatchGeneration, PromptsOfDifferentLengthsEqualEachAlone) {
   // between a batch's matrix products and one row's. h2o covers the same per-head path.)
   for (const std::string policy : {"full", "h2o:buffer=2,window=2", "dbtrimkv:buffer=2"}) {
     auto gates = probe_gates(model.config(), true);
-    PolicyOptions p = parse_policy(policy);
+    PolicySpec p = parse_policy(policy);
     auto batch_cache = make_kv_cache(model.config(), p, 6, 9, 9, gates.get());
     auto batch = generate_batch(model, prompts, *batch_cache, options);
     for (size_t i = 0; i < prompts.size(); ++i) {
@@ -731,7 +805,7 @@ TEST(BatchGeneration, StaticDecodeEqualsEager) {
        {"trimkv:buffer=3", "dbtrimkv:buffer=2", "streaming:buffer=1", "h2o:buffer=2,window=2",
         "snapkv:buffer=0,window=2", "sagekv:buffer=2,window=2,sinks=1", "knorm:buffer=4"}) {
     SCOPED_TRACE(policy);
-    PolicyOptions p = parse_policy(policy);
+    PolicySpec p = parse_policy(policy);
     SamplingOptions options;
     options.max_new_tokens = 24;
     options.prefill_chunk = 4;
@@ -781,7 +855,7 @@ TEST(BatchGeneration, TheLastChunkIsEvictedBeforeTheFirstTokenIsComputed) {
   Decoder model = Decoder::load(testing::fixture_dir("hf") / "llama_gqa4_llama3", {});
   std::vector<int64_t> prompt;
   for (int i = 0; i < 40; ++i) prompt.push_back(3 + (i * 37) % 500);
-  PolicyOptions policy = parse_policy("streaming:sinks=1,buffer=4");
+  PolicySpec policy = parse_policy("streaming:sinks=1,buffer=4");
   BudgetedKvCache cache(model.config(), policy, 4, 16);
   SamplingOptions options;
   options.max_new_tokens = 1;
@@ -835,7 +909,7 @@ TEST(BatchGeneration, KeepModeCompressesTheContextOnceAndKeepsTheQuestion) {
   for (int i = 0; i < 40; ++i) context.push_back(3 + (i * 37) % 500);
   for (const std::string spec : {"snapkv:window=4,buffer=0", "streaming:buffer=0", "dbtrimkv"}) {
     SCOPED_TRACE(spec);
-    PolicyOptions policy = parse_policy(spec);
+    PolicySpec policy = parse_policy(spec);
     BudgetedKvCache cache(c, policy, 8, 16, gates.get());
     prefill(model, context, cache, 0, 16);
     cache.compress_context();

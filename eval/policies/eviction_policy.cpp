@@ -1,0 +1,19 @@
+#include "eval/policies/eviction_policy.h"
+
+#include "core/error.h"
+#include "eval/policies/policy_helpers.h"
+
+namespace retain {
+
+at::Tensor EvictionPolicy::token_statistic(const LayerTensors& t, const GateBank* /*gates*/) {
+  return at::zeros({t.k.size(0), t.k.size(1), t.k.size(2)}, t.k.options().dtype(at::kFloat));
+}
+
+void policy_helpers::check_kept_below_budget(const std::string& policy, const std::string& what,
+                                             int64_t kept, int64_t budget) {
+  RETAIN_CHECK(kept < budget, "--policy ", policy, ": the entries it always keeps (", what, " = ",
+               kept, ") must be below the budget (", budget, " per head); set them lower, e.g. ",
+               policy, ":window=", budget / 2);
+}
+
+}  // namespace retain
