@@ -109,11 +109,8 @@ int run_generate_command(const GenerateCommandOptions& o) {
   sampling.temperature = o.temperature;
   sampling.top_p = o.top_p;
   sampling.seed = o.seed;
-  if (!o.ignore_eos) {
-    // config.json's EOS ids, plus the tokenizer's (chat models end turns with it, e.g. <|eot_id|>).
-    sampling.stop_ids = model.config().eos_token_ids;
-    if (tokenizer && tokenizer->eos_id()) sampling.stop_ids.push_back(*tokenizer->eos_id());
-  }
+  // config.json's EOS ids, plus the tokenizer's (chat models end turns with it, e.g. <|eot_id|>).
+  if (!o.ignore_eos) sampling.stop_ids = stop_ids(model.config(), tokenizer);
   sampling.stop_strings = o.stops;
   if (tokenizer)
     sampling.detokenize = [tokenizer](const std::vector<int64_t>& ids) {
@@ -235,30 +232,21 @@ int run_ppl_command(const PplCommandOptions& o) {
          std::nullopt,
          {{"ppl", r.ppl}, {"nll", r.nll}, {"tokens", r.tokens}, {"windows", r.windows}}});
   } else {
-    for (const auto& spec : o.policies) {
-      PolicySpec policy = parse_policy(spec);
-      std::vector<std::optional<double>> budgets;
-      if (!policy.budgeted())
-        budgets.push_back(std::nullopt);
-      else
-        for (double b : o.budgets) budgets.push_back(b);
-      RETAIN_CHECK(!budgets.empty(), "eval ppl: --policy ", spec, " needs --budget");
-      for (const auto& budget : budgets) {
-        const auto n = static_cast<int64_t>(ids.size());
-        auto cache = make_kv_cache(model.config(), policy, budget.value_or(0.0), n, o.chunk,
-                                   m.gates_for(policy));
-        PerplexityResult r = compute_streaming_perplexity(model, ids, *cache, o.chunk);
-        Json metrics = {
-            {"ppl", r.ppl}, {"nll", r.nll}, {"tokens", r.tokens}, {"chunks", r.windows}};
-        if (budget) {
-          int64_t kept = resolve_budget(*budget, n);
-          metrics["kept_per_head"] = kept;
-          metrics["eviction_rate"] =
-              1.0 - std::min(1.0, static_cast<double>(kept) / static_cast<double>(n));
-        }
-        metrics["peak_kv_bytes"] = cache->peak_bytes();
-        rows.push_back({spec, budget, metrics});
+    for (const auto& [spec, budget] : sweep_cells(o.policies, o.budgets, "eval ppl")) {
+      const PolicySpec policy = parse_policy(spec);
+      const auto n = static_cast<int64_t>(ids.size());
+      auto cache = make_kv_cache(model.config(), policy, budget.value_or(0.0), n, o.chunk,
+                                 m.gates_for(policy));
+      PerplexityResult r = compute_streaming_perplexity(model, ids, *cache, o.chunk);
+      Json metrics = {{"ppl", r.ppl}, {"nll", r.nll}, {"tokens", r.tokens}, {"chunks", r.windows}};
+      if (budget) {
+        int64_t kept = resolve_budget(*budget, n);
+        metrics["kept_per_head"] = kept;
+        metrics["eviction_rate"] =
+            1.0 - std::min(1.0, static_cast<double>(kept) / static_cast<double>(n));
       }
+      metrics["peak_kv_bytes"] = cache->peak_bytes();
+      rows.push_back({spec, budget, metrics});
     }
   }
   write_scores(o.out_dir, "ppl", rows);

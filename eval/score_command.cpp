@@ -1,13 +1,13 @@
 #include "eval/score_command.h"
 
-#include <cmath>
 #include <fstream>
 #include <map>
 
 #include "core/error.h"
 #include "core/json.h"
 #include "core/log.h"
-#include "eval/metrics.h"
+#include "eval/benchmarks/longbench.h"
+#include "eval/benchmarks/longbench_v2.h"
 #include "eval/plot.h"
 #include "eval/scores.h"
 #include "model/tokenizers/regex.h"
@@ -19,10 +19,7 @@ namespace {
 struct Group {
   std::string policy;
   Json budget;
-  std::map<std::string, std::vector<double>> per_dataset;
-  std::map<std::string, std::map<std::string, std::vector<double>>>
-      buckets;                                            // dataset -> bucket -> scores
-  std::map<std::string, std::pair<int64_t, int64_t>> v2;  // split -> (correct, total)
+  std::vector<Json> records;
 };
 
 std::vector<Json> read_predictions(const std::string& path) {
@@ -61,73 +58,33 @@ int run_score_command(const ScoreCommandOptions& o) {
                "eval score: --benchmark '", o.benchmark,
                "' is not supported (expected longbench or longbench-v2)");
   auto lines = read_predictions(o.predictions);
+  // Grouped by (policy, budget) in the order they first appear; a file without them (LongBench's
+  // own) is one group.
   std::vector<Group> groups;
   auto group_of = [&](const Json& j) -> Group& {
     std::string policy = j.value("policy", "pred");
     Json budget = j.contains("budget") ? j["budget"] : Json(nullptr);
     for (auto& g : groups)
       if (g.policy == policy && g.budget == budget) return g;
-    groups.push_back({policy, budget, {}, {}, {}});
+    groups.push_back({policy, budget, {}});
     return groups.back();
   };
-  for (const auto& j : lines) {
+  for (auto& j : lines) {
     const std::string where = str_cat(o.predictions, ":", j["__line"].get<int64_t>());
-    Group& g = group_of(j);
-    if (o.benchmark == "longbench") {
-      // LongBench's own pred files are named after their dataset and carry no "dataset" field.
-      const std::string dataset = j.contains("dataset") ? json_get<std::string>(j, "dataset", where)
-                                                        : fs::path(o.predictions).stem().string();
-      const auto answers = json_get<std::vector<std::string>>(j, "answers", where);
-      const auto classes = json_get_optional<std::vector<std::string>>(j, "all_classes", where)
-                               .value_or(std::vector<std::string>{});
-      double s =
-          longbench_score(dataset, json_get<std::string>(j, "pred", where), answers, classes);
-      g.per_dataset[dataset].push_back(s);
-      if (o.e) {
-        auto length = json_get<double>(j, "length", where);
-        g.buckets[dataset][longbench_e_bucket(length)].push_back(s);
-      }
-    } else {
-      std::string pred = j.contains("response")
-                             ? extract_choice(json_get<std::string>(j, "response", where))
-                             : json_get_optional<std::string>(j, "pred", where).value_or("");
-      bool correct = pred == json_get<std::string>(j, "answer", where);
-      std::string difficulty =
-          json_get<std::string>(j, "difficulty", where) == "easy" ? "easy" : "hard";
-      std::string length = json_get<std::string>(j, "length", where);
-      length = length == "short" || length == "medium" ? length : "long";
-      for (const auto& split : {std::string("overall"), difficulty, length}) {
-        g.v2[split].first += correct;
-        g.v2[split].second += 1;
-      }
-    }
+    // LongBench's own pred files are named after their dataset and carry no "dataset" field.
+    if (o.benchmark == "longbench" && !j.contains("dataset"))
+      j["dataset"] = fs::path(o.predictions).stem().string();
+    if (o.benchmark == "longbench" && o.e) json_get<double>(j, "length", where);  // required
+    group_of(j).records.push_back(j);
   }
 
   std::vector<ScoreRow> rows;
   for (const auto& g : groups) {
-    Json metrics = Json::object();
-    if (o.benchmark == "longbench") {
-      double sum = 0;
-      for (const auto& [dataset, scores] : g.per_dataset) {
-        double total = 0;
-        for (double s : scores) total += s;
-        metrics[dataset] = python_round(100 * total / static_cast<double>(scores.size()), 2);
-        sum += metrics[dataset].get<double>();
-        for (const auto& [bucket, bs] : g.buckets.count(dataset)
-                                            ? g.buckets.at(dataset)
-                                            : decltype(g.buckets)::mapped_type{}) {
-          double bt = 0;
-          for (double s : bs) bt += s;
-          metrics[dataset + "/" + bucket] =
-              numpy_round(100 * bt / static_cast<double>(bs.size()), 2);
-        }
-      }
-      metrics["avg"] = python_round(sum / static_cast<double>(g.per_dataset.size()), 2);
-    } else {
-      for (const auto& [split, ct] : g.v2)
-        metrics[split] =
-            python_round(100.0 * static_cast<double>(ct.first) / static_cast<double>(ct.second), 1);
-    }
+    auto where = [&](size_t i) {
+      return str_cat(o.predictions, ":", g.records[i]["__line"].get<int64_t>());
+    };
+    Json metrics = o.benchmark == "longbench" ? longbench_metrics(g.records, o.e, where)
+                                              : longbench_v2_metrics(g.records, where);
     std::optional<double> budget;
     if (g.budget.is_number()) budget = g.budget.get<double>();
     rows.push_back({g.policy, budget, metrics});
@@ -137,9 +94,7 @@ int run_score_command(const ScoreCommandOptions& o) {
   write_scores(out, o.benchmark, rows);
   write_score_plot(out / "plot.png", rows, o.benchmark == "longbench" ? "avg" : "overall",
                    o.benchmark + " vs budget");
-  for (const auto& r : rows)
-    std::printf("%s %s %s\n", r.policy.c_str(), r.budget ? str_cat(*r.budget).c_str() : "-",
-                r.metrics.dump().c_str());
+  print_score_table(rows);
   log_info("wrote ", (out / "scores.json").string());
   return 0;
 }

@@ -2,6 +2,8 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
+
 #include "checkpoints/gate_file.h"
 #include "core/device.h"
 #include "core/error.h"
@@ -45,7 +47,7 @@ std::vector<SweepCell> sweep_cells(const std::vector<std::string>& policies,
   for (const auto& spec : policies) {
     PolicySpec p = parse_policy(spec);
     if (!p.budgeted()) {
-      cells.push_back({spec, nullptr});
+      cells.push_back({spec, std::nullopt});
       continue;
     }
     RETAIN_CHECK(!budgets.empty(), benchmark, ": --policy ", spec, " needs --budget");
@@ -103,6 +105,14 @@ int64_t question_start(const Tokenizer& tokenizer, const std::string& text,
 void protect_question(KvCache& cache, const Tokenizer& tokenizer, const std::string& text,
                       const std::string& question, bool with_bos) {
   cache.protect_from(question_start(tokenizer, text, question, with_bos));
+}
+
+std::vector<int64_t> stop_ids(const ModelConfig& config, const Tokenizer* tokenizer) {
+  std::vector<int64_t> ids = config.eos_token_ids;
+  if (tokenizer != nullptr && tokenizer->eos_id() &&
+      std::find(ids.begin(), ids.end(), *tokenizer->eos_id()) == ids.end())
+    ids.push_back(*tokenizer->eos_id());
+  return ids;
 }
 
 }  // namespace retain

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,8 +41,8 @@ EvalModel load_eval_model(const ModelFlags& flags, const std::string& gates_file
                           const std::vector<std::string>& policies = {});
 
 struct SweepCell {
-  std::string policy;  // the spec as given
-  Json budget;         // null for full
+  std::string policy;            // the spec as given
+  std::optional<double> budget;  // none for full
 };
 
 // Checks every policy spec and that the budgeted ones have budgets; `benchmark` names errors.
@@ -70,6 +71,10 @@ class PredictionLog {
 // which must be a suffix boundary of `text`.
 int64_t question_start(const Tokenizer& tokenizer, const std::string& text,
                        const std::string& question, bool with_bos);
+
+// What generation stops at: the tokenizer's EOS (when it has one) and config.json's EOS ids, for
+// every benchmark and `generate`.
+std::vector<int64_t> stop_ids(const ModelConfig& config, const Tokenizer* tokenizer);
 
 // Marks that position on the cache (KvCache::protect_from; a no-op for the full cache).
 void protect_question(KvCache& cache, const Tokenizer& tokenizer, const std::string& text,

@@ -13,10 +13,10 @@
 #include "core/json.h"
 #include "core/safetensors.h"
 #include "data/synthetic.h"
+#include "eval/benchmarks/synthetic.h"
 #include "eval/budgeted_cache.h"
 #include "eval/cache_factory.h"
 #include "eval/perplexity.h"
-#include "eval/synthetic_eval.h"
 #include "model/decoder.h"
 #include "model/generate.h"
 #include "model/init_model.h"
@@ -679,7 +679,7 @@ TEST(StreamingPerplexity, FullCacheEqualsTransformersLossAndPoliciesStayBounded)
 
 #include <fstream>
 
-#include "eval/dialogue_eval.h"
+#include "eval/benchmarks/dialogue.h"
 #include "model/tokenizer.h"
 
 namespace retain {

@@ -164,7 +164,7 @@ TEST(ScoreCommand, LongBenchV2ExtractionAndSplits) {
 }  // namespace
 }  // namespace retain
 
-#include "eval/longbench_eval.h"
+#include "eval/benchmarks/longbench.h"
 #include "model/init_model.h"
 
 namespace retain {
@@ -244,6 +244,24 @@ TEST(LongBench, RunsTheOfficialLayoutWithPoliciesAndResumes) {
   ASSERT_EQ(run_longbench_eval(o), 0);  // resumed: nothing new to run, same scores
   EXPECT_EQ(read_json_file(dir / "run" / "scores.json"), scores);
 
+  // --protect-question: the template's part after {context} is found in every prompt (the long
+  // record's survives middle truncation) and protected from its first token on.
+  LongBenchOptions protect = o;
+  protect.protect_question = true;
+  protect.policies = {"streaming"};
+  protect.out = (dir / "run_protect").string();
+  ASSERT_EQ(run_longbench_eval(protect), 0);
+  std::ifstream protected_in(dir / "run_protect" / "predictions.jsonl");
+  int protected_lines = 0;
+  while (std::getline(protected_in, line)) {
+    Json j = Json::parse(line);
+    ASSERT_TRUE(j["question_start"].is_number()) << j.dump();
+    EXPECT_GT(j["question_start"].get<int64_t>(), 0) << j.dump();
+    EXPECT_LT(j["question_start"].get<int64_t>(), j["prompt_tokens"].get<int64_t>()) << j.dump();
+    ++protected_lines;
+  }
+  EXPECT_EQ(protected_lines, 4);
+
   // LongBench-E: <dataset>_e.jsonl files and length buckets in the scores.
   for (const char* d : {"hotpotqa", "trec", "samsum"})
     fs::copy_file(dir / "LongBench" / "data" / (std::string(d) + ".jsonl"),
@@ -279,7 +297,7 @@ TEST(LongBench, PromptFormattingIsPythonFormat) {
 }  // namespace
 }  // namespace retain
 
-#include "eval/longbench_v2_eval.h"
+#include "eval/benchmarks/longbench_v2.h"
 
 namespace retain {
 namespace {

@@ -11,10 +11,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "core/json.h"
 #include "eval/commands.h"
 
 namespace retain {
@@ -31,14 +33,24 @@ struct LongBenchOptions {
   std::string gates;
   int64_t chunk = 2048;
   int64_t limit = 0;
-  bool protect_question =
-      false;  // the prompt's part after the context is never evicted during prefill
+  // The prompt's part after {context} is never evicted while the prompt is read; predictions
+  // record where it starts (question_start; null where middle truncation cut into it).
+  bool protect_question = false;
   std::string out;
 };
 
 int run_longbench_eval(const LongBenchOptions& options);
 
-// The filled template text after {context} ("" when the template has no {context}).
+// LongBench's scores of one (policy, budget), as the official eval.py: per dataset
+// round(100 * mean, 2) and their average ("avg"); with `e`, LongBench-E buckets ("<dataset>/0-4k",
+// numpy rounding) of the records with a numeric `length`. A record holds dataset, pred, answers
+// and optionally all_classes and length; where(i) names record i in errors. The sweep and
+// `eval score` both score with it.
+Json longbench_metrics(const std::vector<Json>& records, bool e,
+                       const std::function<std::string(size_t)>& where);
+
+// The filled template text after {context} ("" when the template has no {context}): what
+// --protect-question keeps.
 std::string question_part(const std::string& templ,
                           const std::map<std::string, std::string>& fields,
                           const std::string& where);

@@ -3,14 +3,16 @@
 // choice_A..D, answer, context}); the prompt template is the official one from the LongBench
 // checkout (`--template`, default prompts/0shot.txt next to the data file), with $DOC$, $Q$ and
 // $C_A$..$C_D$ filled in. As the official pred.py: the prompt's tokens are middle-truncated to
-// --max-length, the chat template is applied, 128 new tokens are generated; scoring is
-// `retain eval score --benchmark longbench-v2` on the predictions.
+// --max-length, the chat template is applied, 128 new tokens are generated; scored as
+// `retain eval score --benchmark longbench-v2` scores the predictions (longbench_v2_metrics).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "core/json.h"
 #include "eval/commands.h"
 
 namespace retain {
@@ -31,5 +33,12 @@ struct LongBenchV2Options {
 };
 
 int run_longbench_v2_eval(const LongBenchV2Options& options);
+
+// LongBench v2's accuracy of one (policy, budget), round(100 * acc, 1): overall, easy / hard,
+// short / medium / long (other lengths count as long). A record holds answer, difficulty, length
+// and response (the answer extracted from it) or pred; where(i) names record i in errors. The
+// sweep and `eval score` both score with it.
+Json longbench_v2_metrics(const std::vector<Json>& records,
+                          const std::function<std::string(size_t)>& where);
 
 }  // namespace retain

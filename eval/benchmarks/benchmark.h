@@ -1,0 +1,87 @@
+// A benchmark under eviction, and the one sweep that runs every benchmark. run_sweep owns what
+// benchmarks share: the (policy, budget) cells, loading the model once, config.yaml, resuming from
+// predictions.jsonl (one flushed line per unit of work), a fresh cache per unit, the generation
+// settings (chunk, stop ids), the record's policy and budget, the aggregation of each cell into
+// scores.json/csv, the plot and the table. A benchmark says what its units of work are, how one
+// runs, and how a cell's records aggregate; `eval score` reuses that aggregation. A new benchmark
+// is one file in this folder and its command's flags.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "eval/commands.h"
+#include "eval/policies/policy_registry.h"
+#include "eval/sweep.h"
+#include "model/generate.h"
+
+namespace retain {
+
+// The flags every sweep takes.
+struct SweepSettings {
+  ModelFlags model;
+  std::vector<std::string> policies;
+  std::vector<double> budgets;
+  std::string gates;
+  int64_t chunk = 512;
+  std::string out;
+};
+
+// What one unit of work runs with.
+struct UnitContext {
+  const Decoder& model;
+  const Tokenizer& tokenizer;
+  const EvalModel& eval_model;
+  const PolicySpec& policy;
+  std::optional<double> budget;  // none for full
+  int64_t chunk;
+
+  // A fresh cache for a prompt of `prompt_tokens` (a budget below 1 is a share of it).
+  std::unique_ptr<KvCache> make_cache(int64_t prompt_tokens) const;
+  // Greedy generation of up to `max_new_tokens` in `chunk`-token prefill steps, stopping at the
+  // tokenizer's EOS and config.json's EOS ids (the same for every benchmark and `generate`).
+  SamplingOptions sampling(int64_t max_new_tokens) const;
+};
+
+// The fields every generation record carries: prompt tokens, peak / live / budget KV bytes, the
+// most entries one generating query read (per head and in total), prefill and decode tokens/s.
+Json generation_fields(const GenerationResult& result, const KvCache& cache, int64_t prompt_tokens);
+
+class Benchmark {
+ public:
+  virtual ~Benchmark() = default;
+
+  virtual std::string name() const = 0;  // "synthetic": scores.json's benchmark, the bar's label
+  virtual std::string unit_name() const { return "ex"; }  // the progress bar's unit
+
+  // Reads and checks the benchmark's data; runs before the model loads, so a malformed file
+  // fails in a second.
+  virtual void load_data() = 0;
+  // What needs the loaded model (its max length, chat template).
+  virtual void prepare(const EvalModel& /*model*/) {}
+  // config.yaml's fields beyond the sweep's (benchmark, model, policies, budgets, gates, chunk).
+  virtual Json config() const = 0;
+
+  virtual size_t units() const = 0;
+  // Unit i's identity within a cell, and the same read back from its record (resume keys).
+  virtual std::string unit_key(size_t unit) const = 0;
+  virtual std::string record_key(const Json& record) const = 0;
+  // Runs unit i; run_sweep adds the cell's policy and budget to the record.
+  virtual Json run(size_t unit, const UnitContext& context) const = 0;
+
+  // A cell's metrics from its records, in unit order.
+  virtual Json aggregate(const std::vector<Json>& records) const = 0;
+  virtual std::string plot_metric() const = 0;
+  virtual std::string plot_title() const = 0;
+  // The table's metric columns (empty: every metric).
+  virtual std::vector<std::string> table_columns() const { return {}; }
+};
+
+int run_sweep(Benchmark& benchmark, const SweepSettings& settings);
+
+}  // namespace retain
