@@ -7,7 +7,7 @@ RETAIN_HOME ?= $(HOME)/.cache/retain
 PYTHON := $(RETAIN_HOME)/venv/bin/python
 export PATH := /usr/local/cuda/bin:$(PATH)
 
-.PHONY: setup configure build test demo demo-steps format clean
+.PHONY: setup configure build test demo demo-steps format format-check clean
 
 setup:
 	@bash scripts/setup.sh
@@ -81,6 +81,10 @@ $(DEMO)/%.safetensors: $(DEMO)/model/config.json
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')
+
+# Fails on the first unformatted file (CI runs it before `make test`).
+format-check:
+	clang-format --dry-run -Werror $$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')
 
 clean:
 	rm -rf $(BUILD)

@@ -585,7 +585,7 @@ int main(int argc, char** argv) {
   bool policies_markdown = false;
   auto* policies_cmd =
       app.add_subcommand("policies", "list the eviction policies with their options and defaults");
-  policies_cmd->add_flag("--markdown", policies_markdown, "as the README's table");
+  policies_cmd->add_flag("--markdown", policies_markdown, "as docs/evaluation.md's table");
 
   try {
     std::vector<std::string> args = expand_config_files(app, argc, argv);

@@ -1,19 +1,20 @@
 // LongBench's metrics, equal to its official definitions (LongBench/metrics.py and the packages it
 // uses: `rouge` 1.0.1 and fuzzywuzzy 0.18.0 without python-Levenshtein, i.e. difflib), including
 // their quirks:
-//   qa_f1           F1 of normalised word multisets (lower, strip ASCII punctuation, drop a/an/the,
-//   split) rouge_l         rouge 1.0.1 "rouge-l" f: sentences split on ".", words on " ", SETS of
-//   distinct words,
-//                   union of reconstructed LCS words over all sentence pairs; 0 where the package
-//                   raises (empty text, or an LCS reconstruction deeper than Python's recursion
-//                   limit)
+//   qa_f1           F1 of normalised word multisets (lower, strip ASCII punctuation, drop
+//                   a/an/the, split)
+//   rouge_l         rouge 1.0.1 "rouge-l" f: sentences split on ".", words on " ", SETS of
+//                   distinct words, union of reconstructed LCS words over all sentence pairs; 0
+//                   where the package raises (empty text, or an LCS reconstruction deeper than
+//                   Python's recursion limit)
 //   classification  1/|matched classes| when the answer's class is among the classes named in the
-//                   prediction, after the official removal loop (which skips the element after each
-//                   removal)
+//                   prediction, after the official removal loop (which skips the element after
+//                   each removal)
 //   retrieval       share of the numbers in the prediction equal to the "Paragraph N" id
 //   count           share of the numbers in the prediction equal to the answer
-//   code_sim        fuzz.ratio (difflib SequenceMatcher, autojunk) / 100 on the first line without
-//   `, # or // exact_match     trimmed strings equal
+//   code_sim        fuzz.ratio (difflib SequenceMatcher, autojunk) / 100 on the first line
+//                   without `, # or //
+//   exact_match     trimmed strings equal
 // `longbench_score` applies a dataset's metric the way eval.py's scorer() does (first line only for
 // trec, triviaqa, samsum, lsht; max over the answers).
 #pragma once

@@ -1,14 +1,13 @@
 // `retain eval score --benchmark longbench|longbench-v2 --predictions FILE [--e] [--out DIR]`:
-// recomputes scores from a predictions.jsonl without a model, in the shared scores schema.
-//   longbench:    lines {pred, answers, all_classes, dataset[, length, policy, budget]};
-//   LongBench's own
-//                 pred files (named <dataset>.jsonl, no dataset field) work as they are; per
-//                 dataset round(100 * mean, 2) and their average;
-//                 --e adds LongBench-E buckets by `length` (<4000, <8000, else; numpy rounding)
-//   longbench-v2: lines {response or pred, answer, difficulty, length[, policy, budget]}; the
-//   answer is
-//                 `The correct answer is (X)` (then without parentheses) after removing '*';
-//                 accuracy overall / easy / hard / short / medium / long, round(100 * acc, 1)
+// recomputes scores from a predictions.jsonl without a model, in the shared scores schema, with
+// the aggregation the sweeps use (longbench_metrics, longbench_v2_metrics).
+//   longbench:     lines {pred, answers, all_classes, dataset[, length, policy, budget]};
+//                  LongBench's own pred files (named <dataset>.jsonl, no dataset field) work as
+//                  they are; per dataset round(100 * mean, 2) and their average; --e adds
+//                  LongBench-E buckets by `length` (<4000, <8000, else; numpy rounding)
+//   longbench-v2:  lines {response or pred, answer, difficulty, length[, policy, budget]}; the
+//                  answer is `The correct answer is (X)` (then without parentheses) after removing
+//                  '*'; accuracy overall / easy / hard / short / medium / long, round(100 * acc, 1)
 #pragma once
 
 #include <string>

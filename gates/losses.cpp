@@ -2,7 +2,7 @@
 
 #include <ATen/core/grad_mode.h>
 
-#include "core/checkpoint.h"
+#include "core/activation_checkpoint.h"
 #include "core/error.h"
 #include "kernels/retention_attention.h"
 

@@ -7,7 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "core/checkpoint.h"
+#include "core/activation_checkpoint.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/safetensors.h"

@@ -410,7 +410,7 @@ INSTANTIATE_TEST_SUITE_P(Policies, PolicyOnModel,
                            return n;
                          });
 
-// The README's bound, for every policy and chunk size: the prompt's last token (whose logits give
+// The bound (docs/evaluation.md), for every policy and chunk size: the prompt's last token (whose logits give
 // the first new token) reads at most budget + 1 entries per KV head, its own included; every
 // decoded token at most budget + buffer + 1; dbtrimkv the same in total over layers and heads.
 TEST_P(PolicyOnModel, EveryGeneratingQueryReadsAtMostTheBudget) {
@@ -464,7 +464,7 @@ TEST(Eviction, ChunkedPrefillWithTheFullCacheEqualsOneShot) {
 }
 
 // The registry: unknown names and options get the closest valid one; an option of another policy
-// names the policies that take it; every registered policy has a help line and a README row.
+// names the policies that take it; every registered policy has a help line and a docs table row.
 TEST(Eviction, RegistrySuggestsAndDocumentsEveryPolicy) {
   EXPECT_ERROR_CONTAINS(parse_policy("h2p"), "did you mean 'h2o'");
   EXPECT_ERROR_CONTAINS(parse_policy("h2o:windw=3"), "did you mean 'window'");
@@ -874,7 +874,7 @@ TEST(BatchGeneration, TheLastChunkIsEvictedBeforeTheFirstTokenIsComputed) {
 }
 
 // Streaming ranks by position alone, so what it keeps cannot depend on the chunk size (the other
-// policies rank by values that depend on what earlier chunks read, see README "The bound").
+// policies rank by values that depend on what earlier chunks read, see "The bound" in docs/evaluation.md).
 TEST(BatchGeneration, StreamingKeepsTheSameEntriesWhateverTheChunk) {
   c10::InferenceMode guard;
   Decoder model = Decoder::load(testing::fixture_dir("hf") / "llama_gqa4_llama3", {});

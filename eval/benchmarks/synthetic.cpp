@@ -159,7 +159,7 @@ class SyntheticBenchmark final : public Benchmark {
     metrics["em"] =
         100.0 * static_cast<double>(all_correct) / static_cast<double>(std::max<int64_t>(all, 1));
     metrics["peak_kv_bytes"] = peak_sum / n;
-    // The worst case over the predictions: at most budget + buffer + 1 per head (see README).
+    // The worst case over the predictions: at most budget + buffer + 1 per head (docs/evaluation.md).
     metrics["max_attended_entries"] = max_attended;
     metrics["question_mode"] = o_.question_mode;
     metrics["prefill_tokens_per_s"] = prefill_rate / n;

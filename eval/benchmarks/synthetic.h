@@ -28,7 +28,7 @@ struct SyntheticEvalOptions {
   int64_t limit = 0;  // examples per task actually run (0: all)
   int64_t max_new_tokens = 12;
   bool protect_question = false;
-  // evict: the question is part of the budgeted stream (the bound of README "The bound");
+  // evict: the question is part of the budgeted stream ("The bound" in docs/evaluation.md);
   // keep: kvpress's semantics, the context alone is compressed to the budget once and the
   // question and generated tokens are kept on top (the budget is a fraction of the context).
   std::string question_mode = "evict";

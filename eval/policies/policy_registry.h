@@ -1,7 +1,7 @@
 // The eviction policies by name. A spec is "name" or "name:key=value,key=value"
 // ("h2o:window=64", "dbtrimkv:min_per_head=4", "trimkv:gates=runs/demo/trimkv.safetensors"); each
 // policy declares its options (type, default, help, validation) in its registration, from which
-// the registry parses specs, writes the --policy help and the README's policy table, and names
+// the registry parses specs, writes the --policy help and the docs' policy table, and names
 // the closest policy or option on a typo.
 #pragma once
 
@@ -44,7 +44,7 @@ class PolicyArgs {
 
 struct PolicyRegistration {
   std::string name;
-  std::string keeps;  // what it keeps, for the help and the README table
+  std::string keeps;  // what it keeps, for the help and the docs table
   std::vector<PolicyOption> options;
   bool budgeted = true;  // false: `full`, the plain cache
   bool needs_gates = false;
@@ -81,7 +81,7 @@ std::unique_ptr<EvictionPolicy> make_policy(const PolicySpec& spec, int64_t budg
 
 // The --policy help: one line per policy with its options.
 std::string policy_help();
-// The README's policy table (markdown), generated so it cannot drift from the code.
+// docs/evaluation.md's policy table (markdown), generated so it cannot drift from the code.
 std::string policy_table_markdown();
 
 }  // namespace retain

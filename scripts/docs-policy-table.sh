@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Writes `retain policies --markdown` into README.md between its markers, or with --check fails
-# when the README's table differs from what the registry generates.
-# Usage: scripts/readme-policies.sh RETAIN_BINARY README.md [--check]
+# Writes `retain policies --markdown` into a markdown file (docs/evaluation.md) between its
+# markers, or with --check fails when the file's table differs from what the registry generates.
+# Usage: scripts/docs-policy-table.sh RETAIN_BINARY docs/evaluation.md [--check]
 set -euo pipefail
 retain=$1 readme=$2 mode=${3:-write}
 begin='<!-- retain policies --markdown: begin -->'
@@ -17,7 +17,7 @@ awk -v begin="$begin" -v end="$end" -v table="$table" '
   !skip { print }' "$readme" >"$updated"
 if [[ $mode == --check ]]; then
   diff -u "$readme" "$updated" >&2 ||
-    { echo "README's policy table is stale: run scripts/readme-policies.sh $retain $readme" >&2; exit 1; }
+    { echo "the policy table is stale: run scripts/docs-policy-table.sh $retain $readme" >&2; exit 1; }
 else
   cp "$updated" "$readme"
 fi

@@ -1,4 +1,4 @@
-#include "core/checkpoint.h"
+#include "core/activation_checkpoint.h"
 
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
