@@ -21,8 +21,10 @@ GateConfig GateConfig::from_json(const Json& json, const std::string& where) {
   c.arch = json_get<std::string>(json, "arch", where);
   c.width = json_get<int64_t>(json, "width", where);
   c.tie_projection = json_get<bool>(json, "tie_projection", where);
-  c.bias_init = json_get_optional<double>(json, "bias_init", where).value_or(18.0);
-  c.init_std = json_get_optional<double>(json, "init_std", where).value_or(0.02);
+  // Gate files written before these keys existed were made with the defaults.
+  c.bias_init =
+      json_get_optional<double>(json, "bias_init", where).value_or(GateConfig{}.bias_init);
+  c.init_std = json_get_optional<double>(json, "init_std", where).value_or(GateConfig{}.init_std);
   c.validate(where);
   return c;
 }

@@ -59,6 +59,24 @@ BaseLossTerms BaseLossTerms::parse(const std::vector<std::string>& names,
   return t;
 }
 
+LossMasks loss_masks(const at::Tensor& segments, const at::Tensor& loss_mask) {
+  const int64_t t = segments.size(1);
+  auto keep = loss_mask.to(at::kBool).logical_and(segments >= 0);
+  // Next-token targets: the next token exists, is in the same document and its label is kept.
+  auto next_ok = at::zeros_like(keep);
+  if (t > 1) {
+    next_ok.narrow(1, 0, t - 1)
+        .copy_(keep.narrow(1, 1, t - 1)
+                   .logical_and(segments.narrow(1, 1, t - 1) == segments.narrow(1, 0, t - 1)));
+  }
+  return {keep, next_ok};
+}
+
+LossTokens count_loss_tokens(const at::Tensor& segments, const at::Tensor& loss_mask) {
+  const LossMasks masks = loss_masks(segments, loss_mask);
+  return {masks.kl.sum().item<int64_t>(), masks.ntp.sum().item<int64_t>()};
+}
+
 LossSums base_loss_sums(const Decoder& model, const at::Tensor& student_hidden,
                         const at::Tensor& teacher_hidden, const at::Tensor& input_ids,
                         const at::Tensor& segments, const at::Tensor& loss_mask,
@@ -69,15 +87,9 @@ LossSums base_loss_sums(const Decoder& model, const at::Tensor& student_hidden,
   const int64_t b = student_hidden.size(0), t = student_hidden.size(1), d = student_hidden.size(2);
   const auto device = student_hidden.device();
   auto ids = input_ids.to(device);
-  auto seg = segments.to(device);
-  auto keep = loss_mask.to(device).to(at::kBool).logical_and(seg >= 0);
-  // Next-token targets: the next token exists, is in the same document and its label is kept.
-  auto next_ok = at::zeros_like(keep);
-  if (t > 1) {
-    next_ok.narrow(1, 0, t - 1)
-        .copy_(keep.narrow(1, 1, t - 1)
-                   .logical_and(seg.narrow(1, 1, t - 1) == seg.narrow(1, 0, t - 1)));
-  }
+  const LossMasks masks = loss_masks(segments.to(device), loss_mask.to(device));
+  const at::Tensor& keep = masks.kl;
+  const at::Tensor& next_ok = masks.ntp;
   auto next_ids = at::cat({ids.narrow(1, 1, t - 1), at::zeros({b, 1}, ids.options())}, 1);
 
   LossSums sums;

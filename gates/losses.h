@@ -47,6 +47,20 @@ struct BaseLossTerms {
   int count() const { return int(fwkl) + int(rvkl) + int(ntp); }
 };
 
+// The tokens each base-loss term averages over, (B, T) bool: `kl` the labelled tokens of a
+// document (loss_mask and segment >= 0); `ntp` those whose next token is in the same document and
+// labelled (the next-token targets). One definition for the losses and every count of them.
+struct LossMasks {
+  at::Tensor kl, ntp;
+};
+LossMasks loss_masks(const at::Tensor& segments, const at::Tensor& loss_mask);
+
+// How many tokens each term of a batch averages over.
+struct LossTokens {
+  int64_t kl = 0, ntp = 0;
+};
+LossTokens count_loss_tokens(const at::Tensor& segments, const at::Tensor& loss_mask);
+
 struct LossSums {
   at::Tensor fwkl, rvkl, ntp;  // scalar sums (undefined when not requested)
   int64_t kl_tokens = 0;       // tokens the KL terms average over

@@ -6,8 +6,11 @@
 #include "checkpoints/gate_file.h"
 #include "core/json.h"
 #include "core/safetensors.h"
+#include "data/packed_dataset.h"
 #include "data/prep.h"
 #include "data/shards.h"
+#include "gates/gated_attention.h"
+#include "gates/losses.h"
 #include "model/decoder.h"
 #include "model/init_model.h"
 #include "model/tokenizer.h"
@@ -104,6 +107,36 @@ TEST(Trainer, BaseTrainingLowersNextTokenLossAndExportsAModel) {
   Decoder model = Decoder::load(dir / "pretrained", {});
   auto tok = load_tokenizer(dir / "pretrained");
   EXPECT_EQ(tok->vocab_size(), model.config().vocab_size);
+}
+
+// The held-out loss normalises each term by its own token count (the next-token loss by its
+// targets, not by the labelled tokens, which it once was): the number base_loss_sums gives with
+// its own counts, on the same held-out sequences.
+TEST(Trainer, HeldoutLossNormalisesEachTermByItsOwnTokens) {
+  TempDir dir;
+  make_model_and_shards(dir, "llama");
+  auto o = base_overrides(dir, "heldout");
+  o.insert(o.end(), {"train.trainable=base", "train.steps=1", "train.eval_batches=2",
+                     "data.heldout=" + (dir / "shards").string()});
+  Config recipe = resolve_recipe("", o);
+  Trainer trainer(read_settings(recipe), recipe);
+  trainer.setup();
+  const double heldout = trainer.heldout_loss();
+
+  Decoder model = Decoder::load(dir / "model", {});
+  PackedDataset data(list_shards(dir / "shards"), 128, tokenizer_sha256(dir / "model"),
+                     model.config().vocab_size);
+  double expected = 0;
+  for (int64_t i = 0; i < 2; ++i) {
+    PackedBatch b = data.batch({i});
+    GatedAttentionHook packed(nullptr, b.segments);  // attention within each packed document
+    auto hidden = model.forward_hidden(b.ids, b.positions, ForwardContext{nullptr, &packed});
+    LossSums sums = base_loss_sums(model, hidden, at::Tensor(), b.ids, b.segments, b.loss_mask,
+                                   BaseLossTerms::parse({"ntp"}, "test"), 64);
+    ASSERT_LT(sums.ntp_tokens, sums.kl_tokens);  // the counts differ: the test tells them apart
+    expected += sums.ntp.item<double>() / static_cast<double>(sums.ntp_tokens);
+  }
+  EXPECT_NEAR(heldout, expected / 2, 1e-6 * expected);
 }
 
 TEST(Trainer, GateFilesRoundTripAndRefuseOtherModels) {

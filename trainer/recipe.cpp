@@ -3,11 +3,14 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "core/sha256.h"
+#include "gates/gate_bank.h"
 
 namespace retain {
 
 const std::vector<RecipeKey>& recipe_schema() {
+  static const GateConfig kGates;
   static const std::vector<RecipeKey> kSchema = {
       {"run.dir", "runs/default", "run directory: step-N checkpoints, metrics.jsonl, recipe.yaml"},
       {"run.seed", "0", "seed of gate init and data order"},
@@ -15,11 +18,14 @@ const std::vector<RecipeKey>& recipe_schema() {
       {"model.device", "auto", "auto | cpu | cuda | cuda:N"},
       {"model.dtype", "auto",
        "auto | fp32 | bf16 | fp16 (auto: checkpoint dtype on CUDA, fp32 on CPU)"},
-      {"gates.arch", "mlp3", "mlp2 (TrimKV) | mlp3 (DBTrimKV)"},
-      {"gates.width", "512", "hidden width r of the gate MLPs"},
-      {"gates.tie_projection", "true", "share the last linear + bias across layers (DBTrimKV)"},
-      {"gates.bias_init", "18.0", "initial final bias (beta = sigmoid(18) ~ 1)"},
-      {"gates.init_std", "0.02", "std of the normal init of gate weights"},
+      // The gate defaults are GateConfig's (gates/gate_bank.h), defined once there.
+      {"gates.arch", kGates.arch, "mlp2 (TrimKV) | mlp3 (DBTrimKV)"},
+      {"gates.width", Json(kGates.width).dump(), "hidden width r of the gate MLPs"},
+      {"gates.tie_projection", Json(kGates.tie_projection).dump(),
+       "share the last linear + bias across layers (DBTrimKV)"},
+      {"gates.bias_init", Json(kGates.bias_init).dump(),
+       "initial final bias (beta = sigmoid(18) ~ 1)"},
+      {"gates.init_std", Json(kGates.init_std).dump(), "std of the normal init of gate weights"},
       {"gates.init_from", "~", "gate file (retain export / import-gates) to start from"},
       {"loss.base", "[fwkl, ntp]", "base loss terms, averaged: fwkl | rvkl | ntp"},
       {"loss.capacity", "global", "local (per layer and head, TrimKV) | global (DBTrimKV)"},

@@ -12,7 +12,7 @@ namespace retain {
 
 struct RecipeKey {
   const char* key;       // dotted path
-  const char* fallback;  // default as YAML ("~" = none)
+  std::string fallback;  // default as YAML ("~" = none)
   const char* doc;
 };
 

@@ -1,16 +1,94 @@
 // `retain train RECIPE [key=value ...]`: trains retention gates on a frozen model (or, with
 // train.trainable: base, every parameter of a small model with the next-token loss).
 //
-// The loop: resolve the recipe, load the model and data, resume from the newest checkpoint, then
-// per step: micro-batches (student with gates, teacher without, same frozen weights), one
-// optimizer step with warmup + cosine, clipping and a non-finite guard; log; evaluate; checkpoint.
+// The loop, the torchtitan way: setup (devices, model, gates, data, optimizer) and restore the
+// newest checkpoint, then per step: train_step (micro-batches: student with gates, teacher
+// without, same frozen weights; one optimizer step with warmup + cosine, clipping and a
+// non-finite guard), log (with the held-out loss when due) and save.
 #pragma once
 
+#include <torch/optim/adamw.h>
+
+#include <fstream>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "core/config.h"
+#include "core/progress.h"
+#include "data/packed_dataset.h"
+#include "gates/gate_bank.h"
+#include "model/decoder.h"
+#include "trainer/collectives.h"
+#include "trainer/dist_env.h"
+#include "trainer/train_settings.h"
 
 namespace retain {
 
 int run_train(const std::string& recipe_path, const std::vector<std::string>& overrides);
+
+// What one optimizer step measured, over the whole global batch.
+struct StepStats {
+  double loss = 0, capacity = 0, kl = 0, ntp = 0;  // each rank's share of a global mean, summed
+  double mean_beta = 1, live = 0;                  // each rank's mean, averaged over the ranks
+  double tokens = 0;                               // document tokens in the global batch
+  double lr = 0, grad_norm = 0;
+  bool finite = true;
+  // Completes the fields above (all but lr, grad_norm, finite) over the ranks: one all-reduce.
+  void all_reduce(Collectives& comm);
+};
+
+class Trainer {
+ public:
+  Trainer(TrainSettings settings, Config recipe);
+
+  // Everything from setup to the last checkpoint; 0 on success.
+  int run();
+
+  // Devices, collectives, model, gates, data and optimizer; writes the resolved recipe.
+  void setup();
+  // The newest checkpoint (train.resume) restored: the step to continue from (0: none).
+  int64_t restore();
+  // One optimizer step over grad_accum micro-batches; `with_stats` also measures beta and the
+  // expected live entries (what the log shows).
+  StepStats train_step(int64_t step, bool with_stats);
+  // The held-out loss: the training objective on the first eval_batches held-out sequences,
+  // each term normalised by its own token count (as in training).
+  double heldout_loss();
+  void save_checkpoint(int64_t step);
+
+ private:
+  // What one forward of a batch yields: the loss parts, normalised by the step's token counts.
+  struct BatchLoss {
+    at::Tensor base;      // averaged base loss
+    at::Tensor capacity;  // capacity loss of this micro-batch
+    double kl = 0, ntp = 0, mean_beta = 1, live = 0;
+  };
+  BatchLoss forward(const PackedBatch& batch, const LossTokens& tokens, bool with_stats,
+                    Collectives& comm);
+  // metrics.jsonl (and the progress bar's postfix) after step `step`: a full line every
+  // log.every steps, the held-out loss every eval_every.
+  void log_step(int64_t step, const StepStats& stats, bool log_now);
+  std::vector<at::Tensor> trainable() const;
+  bool leader() const { return comm_->rank() == 0; }
+
+  TrainSettings s_;
+  Config recipe_;
+  std::string recipe_sha_;
+  DistEnv env_;
+  std::unique_ptr<Collectives> comm_;
+  std::unique_ptr<Decoder> model_;
+  std::unique_ptr<GateBank> gates_;
+  std::unique_ptr<PackedDataset> data_, heldout_;
+  std::unique_ptr<Sampler> sampler_;
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  int64_t consecutive_nonfinite_ = 0, skipped_steps_ = 0;
+  // Leader only: metrics.jsonl, the progress bar, tokens and time since the last full log line.
+  std::ofstream metrics_, samples_;
+  std::optional<ProgressBar> bar_;
+  double tokens_since_log_ = 0;
+  std::chrono::steady_clock::time_point last_log_;
+};
 
 }  // namespace retain

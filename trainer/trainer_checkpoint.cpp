@@ -1,0 +1,85 @@
+// The trainer's checkpoints: a step directory (checkpoints/step_dir.h) written by rank 0 with the
+// trainable parameters, the CPU RNG state, the optimizer, the resolved recipe, the sampler's
+// position and the non-finite counters (and, for gates, a ready gate file); restore reads it back
+// so a resumed run continues bit for bit.
+#include <torch/serialize.h>
+
+#include "checkpoints/gate_file.h"
+#include "checkpoints/step_dir.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/safetensors.h"
+#include "trainer/trainer.h"
+
+namespace retain {
+
+void Trainer::save_checkpoint(int64_t step) {
+  // Rank 0 writes while the others wait, so nobody reads a half-written step directory.
+  if (!leader()) {
+    comm_->barrier();
+    return;
+  }
+  Json extra = {
+      {"kind", s_.train_base ? "base" : "gates"},
+      {"recipe_sha256", recipe_sha_},
+      {"sampler", {{"epoch", sampler_->state().epoch}, {"consumed", sampler_->state().consumed}}},
+      {"nonfinite", {{"consecutive", consecutive_nonfinite_}, {"skipped", skipped_steps_}}}};
+  write_step_dir(s_.run_dir, step, extra, [&](const fs::path& dir) {
+    SafetensorsWriter params;
+    if (gates_) {
+      for (const auto& [name, t] : gates_->named_parameters())
+        params.add(name, t.detach().to(at::kCPU));
+    } else {
+      for (const auto& [name, t] : model_->named_parameters())
+        params.add(name, t.detach().to(at::kCPU));
+    }
+    params.add("rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
+    params.write(dir / "params.safetensors");
+    torch::save(*optimizer_, (dir / "optimizer.pt").string());
+    write_text_file_atomic(dir / "recipe.yaml", recipe_.dump());
+    if (gates_) {
+      GateFileInfo info{gates_->config(), base_fingerprint(model_->config()), s_.memory,
+                        s_.capacity == CapacityMode::kLocal ? "local" : "global", recipe_sha_};
+      write_gate_file(dir / "gates.safetensors", *gates_, info);
+    }
+  });
+  prune_step_dirs(s_.run_dir, s_.keep_last_k);
+  comm_->barrier();
+}
+
+int64_t Trainer::restore() {
+  std::optional<fs::path> dir;
+  if (s_.resume == "auto")
+    dir = latest_step_dir(s_.run_dir);
+  else if (s_.resume != "never")
+    dir = fs::path(s_.resume);
+  if (!dir) return 0;
+  Json manifest = read_manifest(*dir);
+  RETAIN_CHECK(manifest.value("kind", "") == (s_.train_base ? "base" : "gates"), dir->string(),
+               ": checkpoint kind '", manifest.value("kind", ""),
+               "' does not match train.trainable");
+  auto params = SafetensorsFile::open(*dir / "params.safetensors");
+  {
+    at::NoGradGuard no_grad;
+    const auto& named = gates_ ? gates_->named_parameters() : model_->named_parameters();
+    for (const auto& [name, t] : named) {
+      RETAIN_CHECK(params->contains(name), dir->string(), ": params.safetensors lacks '", name,
+                   "' (was the run started with another gate or model config?)");
+      RETAIN_CHECK(params->info(name).shape == t.sizes().vec(), dir->string(), ": '", name,
+                   "' has another shape");
+      t.copy_(params->tensor(name));  // in place: the optimizer holds these tensors
+    }
+    at::Generator cpu = at::detail::getDefaultCPUGenerator();
+    cpu.set_state(params->tensor("rng.cpu").clone());
+  }
+  torch::load(*optimizer_, (*dir / "optimizer.pt").string());
+  sampler_->restore({manifest["sampler"]["epoch"].get<int64_t>(),
+                     manifest["sampler"]["consumed"].get<int64_t>()});
+  consecutive_nonfinite_ = manifest["nonfinite"]["consecutive"].get<int64_t>();
+  skipped_steps_ = manifest["nonfinite"]["skipped"].get<int64_t>();
+  int64_t step = manifest["step"].get<int64_t>();
+  log_info("resumed from ", dir->string(), " (step ", step, ")");
+  return step;
+}
+
+}  // namespace retain
