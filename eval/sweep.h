@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "core/json.h"
-#include "eval/commands.h"
 #include "eval/policies/policy_registry.h"
 #include "gates/gate_bank.h"
 #include "model/decoder.h"
@@ -24,6 +23,16 @@ namespace retain {
 // Creates the run directory `out`, saves `config` (the resolved options; JSON is valid YAML) as
 // out/config.yaml and prints it, so a run's log and its directory both say what it ran.
 fs::path start_run_dir(const std::string& out, const Json& config);
+
+struct ModelFlags {
+  std::string model_dir;
+  std::string device = "auto";
+  std::string dtype = "auto";
+  int threads = 0;  // 0: LibTorch's default
+  // Relative "policy:gates=FILE" paths are resolved against this directory (default: the
+  // working directory), so a sweep's recipe can name gate files by their place in a run.
+  std::string gates_dir;
+};
 
 struct EvalModel {
   std::unique_ptr<Decoder> model;

@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "core/json.h"
-#include "eval/commands.h"
 #include "eval/policies/policy_registry.h"
 #include "eval/sweep.h"
 #include "model/generate.h"

@@ -13,7 +13,8 @@
 #include <vector>
 
 #include "core/json.h"
-#include "eval/commands.h"
+#include "eval/sweep.h"
+#include "model/prompt.h"
 
 namespace retain {
 

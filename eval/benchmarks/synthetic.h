@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "eval/commands.h"
+#include "eval/sweep.h"
 
 namespace retain {
 

@@ -1,0 +1,171 @@
+// eval ppl | synthetic | longbench | longbench-v2 | dialogue | score, and policies.
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "eval/benchmarks/dialogue.h"
+#include "eval/benchmarks/longbench.h"
+#include "eval/benchmarks/longbench_v2.h"
+#include "eval/benchmarks/synthetic.h"
+#include "eval/policies/policy_registry.h"
+#include "eval/ppl_command.h"
+#include "eval/score_command.h"
+
+namespace retain::cli {
+
+namespace {
+
+void register_ppl(CLI::App* eval, Commands& commands) {
+  auto o = std::make_shared<PplCommandOptions>();
+  auto sweep = std::make_shared<SweepFlags>();
+  auto* cmd = eval->add_subcommand("ppl", "perplexity of a text file");
+  add_model_flags(cmd, o->model);
+  cmd->add_option("--text", o->text_file, "UTF-8 text file")->required();
+  cmd->add_option("--max-length", o->max_length, "window length (0: whole text)");
+  cmd->add_option("--stride", o->stride, "window stride (0: max-length)");
+  // Without --policy: the full cache in sliding windows; with: each policy's streamed cache
+  // (--budget below 1 is a fraction of the text: 0.3 = 70% eviction).
+  add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out_dir, nullptr, "");
+  commands.add(cmd, [o, sweep] {
+    o->policies = sweep->policies();
+    o->budgets = sweep->budgets();
+    return run_ppl_command(*o);
+  });
+}
+
+void register_synthetic(CLI::App* eval, Commands& commands) {
+  auto o = std::make_shared<SyntheticEvalOptions>();
+  auto sweep = std::make_shared<SweepFlags>(SweepFlags{"full", ""});
+  auto tasks = std::make_shared<std::string>("kv,vars,needle,multi");
+  auto* cmd =
+      eval->add_subcommand("synthetic", "seeded long-context tasks under eviction policies");
+  add_model_flags(cmd, o->model);
+  add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, &o->limit,
+                  "run only the first N examples per task");
+  cmd->add_option("--tasks", *tasks, "kv,vars,needle,multi")->capture_default_str();
+  cmd->add_option("--data", o->data,
+                  "task file (retain synth's heldout.jsonl) instead of generated tasks");
+  cmd->add_option("--count", o->count, "examples per task")
+      ->check(kPositive)
+      ->capture_default_str();
+  cmd->add_option("--words", o->context_words, "context length in words")->capture_default_str();
+  cmd->add_option("--seed", o->seed)->capture_default_str();
+  cmd->add_option("--max-new-tokens", o->max_new_tokens)->check(kPositive)->capture_default_str();
+  cmd->add_flag("--protect-question", o->protect_question,
+                "never evict the question while reading the prompt");
+  cmd->add_option("--question-mode", o->question_mode,
+                  "evict: the question is part of the budgeted stream; keep: kvpress's "
+                  "semantics, the context is compressed once and the question kept on top")
+      ->check(CLI::IsMember({"evict", "keep"}))
+      ->capture_default_str();
+  commands.add(cmd, [o, sweep, tasks] {
+    o->policies = sweep->policies();
+    o->budgets = sweep->budgets();
+    o->tasks = split_list(*tasks);
+    return run_synthetic_eval(*o);
+  });
+}
+
+void register_longbench(CLI::App* eval, Commands& commands) {
+  auto o = std::make_shared<LongBenchOptions>();
+  auto sweep = std::make_shared<SweepFlags>(SweepFlags{"full", ""});
+  auto datasets = std::make_shared<std::string>();
+  auto* cmd = eval->add_subcommand("longbench", "LongBench / LongBench-E under eviction policies");
+  add_model_flags(cmd, o->model);
+  add_chat_flags(cmd, o->chat);
+  add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, &o->limit,
+                  "examples per dataset (0: all)");
+  cmd->add_option("--data", o->data_dir,
+                  "LongBench directory (data/*.jsonl, config/dataset2*.json)")
+      ->required();
+  cmd->add_option("--datasets", *datasets,
+                  "comma-separated datasets (default: the 16 English + code tasks)");
+  cmd->add_flag("--e", o->e, "LongBench-E (data/<dataset>_e.jsonl, 13 tasks)");
+  cmd->add_option("--max-length", o->max_length,
+                  "prompt tokens kept by middle truncation (0: model max)");
+  cmd->add_flag("--protect-question", o->protect_question,
+                "never evict the question (the template after {context}) while reading the prompt");
+  commands.add(cmd, [o, sweep, datasets] {
+    o->policies = sweep->policies();
+    o->budgets = sweep->budgets();
+    o->datasets = split_list(*datasets);
+    return run_longbench_eval(*o);
+  });
+}
+
+void register_longbench_v2(CLI::App* eval, Commands& commands) {
+  auto o = std::make_shared<LongBenchV2Options>();
+  auto sweep = std::make_shared<SweepFlags>(SweepFlags{"full", ""});
+  auto* cmd =
+      eval->add_subcommand("longbench-v2", "LongBench v2 multiple choice under eviction policies");
+  add_model_flags(cmd, o->model);
+  add_chat_flags(cmd, o->chat);
+  add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, &o->limit, "records (0: all)");
+  cmd->add_option("--data", o->data, "LongBench v2 data (JSON array or JSONL)")->required();
+  cmd->add_option("--template", o->template_file,
+                  "prompt template (default: prompts/0shot.txt next to --data)");
+  cmd->add_option("--max-length", o->max_length,
+                  "prompt tokens kept by middle truncation (0: model max)");
+  cmd->add_option("--max-new-tokens", o->max_new_tokens)->check(kPositive)->capture_default_str();
+  commands.add(cmd, [o, sweep] {
+    o->policies = sweep->policies();
+    o->budgets = sweep->budgets();
+    return run_longbench_v2_eval(*o);
+  });
+}
+
+void register_dialogue(CLI::App* eval, Commands& commands) {
+  auto o = std::make_shared<DialogueOptions>();
+  auto sweep = std::make_shared<SweepFlags>(SweepFlags{"full", ""});
+  auto* cmd = eval->add_subcommand("dialogue",
+                                   "multi-turn questions over one context, the cache persisting");
+  add_model_flags(cmd, o->model);
+  add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, &o->limit, "records (0: all)");
+  cmd->add_option("--data", o->data, "jsonl of {id, context, multi_turns: [{input, answer}]}")
+      ->required();
+  cmd->add_option("--history", o->history, "gold | own")->capture_default_str();
+  cmd->add_option("--max-new-tokens", o->max_new_tokens)->check(kPositive)->capture_default_str();
+  commands.add(cmd, [o, sweep] {
+    o->policies = sweep->policies();
+    o->budgets = sweep->budgets();
+    return run_dialogue_eval(*o);
+  });
+}
+
+void register_score(CLI::App* eval, Commands& commands) {
+  auto o = std::make_shared<ScoreCommandOptions>();
+  auto* cmd =
+      eval->add_subcommand("score", "recompute scores from a predictions.jsonl, without a model");
+  cmd->add_option("--benchmark", o->benchmark, "longbench | longbench-v2")->required();
+  cmd->add_option("--predictions", o->predictions, "predictions.jsonl")->required();
+  cmd->add_flag("--e", o->e, "LongBench-E length buckets");
+  cmd->add_option("--out", o->out, "output directory (default: the predictions' directory)");
+  commands.add(cmd, [o] { return run_score_command(*o); });
+}
+
+void register_policies(CLI::App& app, Commands& commands) {
+  auto markdown = std::make_shared<bool>(false);
+  auto* cmd =
+      app.add_subcommand("policies", "list the eviction policies with their options and defaults");
+  cmd->add_flag("--markdown", *markdown, "as docs/evaluation.md's table");
+  commands.add(cmd, [markdown] {
+    std::cout << (*markdown ? policy_table_markdown() : policy_help() + "\n");
+    return 0;
+  });
+}
+
+}  // namespace
+
+void register_eval_commands(CLI::App& app, Commands& commands) {
+  auto* eval = app.add_subcommand("eval", "evaluate a model");
+  eval->require_subcommand(1);
+  register_ppl(eval, commands);
+  register_synthetic(eval, commands);
+  register_longbench(eval, commands);
+  register_longbench_v2(eval, commands);
+  register_dialogue(eval, commands);
+  register_score(eval, commands);
+  register_policies(app, commands);
+}
+
+}  // namespace retain::cli

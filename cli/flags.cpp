@@ -1,0 +1,133 @@
+#include "cli/flags.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace retain::cli {
+
+void add_model_flags(CLI::App* cmd, ModelFlags& flags) {
+  cmd->add_option("--model", flags.model_dir, "HuggingFace model directory")->required();
+  cmd->add_option("--device", flags.device, "auto | cpu | cuda | cuda:N")->capture_default_str();
+  cmd->add_option("--dtype", flags.dtype,
+                  "auto | fp32 | bf16 | fp16 (auto: checkpoint dtype on "
+                  "CUDA, fp32 on CPU)")
+      ->capture_default_str();
+  cmd->add_option("--threads", flags.threads, "CPU threads (0: LibTorch's default)");
+  cmd->add_option("--gates-dir", flags.gates_dir,
+                  "directory that relative policy gates= paths are resolved against");
+}
+
+void add_bench_model_flags(CLI::App* cmd, BenchModelOptions& o) {
+  auto* dir =
+      cmd->add_option("--model", o.model_dir, "HuggingFace model directory (instead of --preset)");
+  cmd->add_option("--preset", o.preset, "init-model preset with random weights made on the device")
+      ->capture_default_str()
+      ->excludes(dir);
+  cmd->add_option("--arch", o.arch, "architecture of the tiny/small presets");
+  cmd->add_option("--device", o.device, "auto | cpu | cuda | cuda:N")->capture_default_str();
+  cmd->add_option("--dtype", o.dtype, "auto | fp32 | bf16 | fp16")->capture_default_str();
+  cmd->add_option("--seed", o.seed, "weights, gates and inputs")->capture_default_str();
+  cmd->add_option("--threads", o.threads, "CPU threads (0: LibTorch's default)");
+}
+
+void add_chat_flags(CLI::App* cmd, ChatFlags& flags) {
+  cmd->add_flag("--chat", flags.chat, "render the prompt with the model's chat template");
+  cmd->add_flag("--no-chat", flags.no_chat, "use the raw prompt (BOS + text)");
+  cmd->add_option("--chat-template", flags.chat_template,
+                  "llama3 | llama3.1 | chatml | qwen2 | qwen2.5 | qwen3 | mistral | llama2");
+  cmd->add_option("--system", flags.system, "system message (chat only)");
+  cmd->add_flag("--no-thinking", flags.no_thinking, "qwen3: enable_thinking=false");
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size() && !text.empty()) {
+    size_t comma = text.find(',', start);
+    std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!item.empty()) out.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::vector<std::string> split_policies(const std::string& text) {
+  std::vector<std::string> out;
+  for (const auto& item : split_list(text)) {
+    if (item.find('=') != std::string::npos && item.find(':') == std::string::npos && !out.empty())
+      out.back() += "," + item;
+    else
+      out.push_back(item);
+  }
+  return out;
+}
+
+std::vector<double> parse_budgets(const std::string& text) {
+  std::vector<double> out;
+  for (const auto& b : split_list(text)) {
+    double value = 0;
+    try {
+      size_t used = 0;
+      value = std::stod(b, &used);
+      if (used != b.size()) throw std::invalid_argument(b);
+    } catch (const std::exception&) {
+      value = std::nan("");
+    }
+    if (!std::isfinite(value) || value <= 0 || (value >= 1 && value != std::floor(value)))
+      fail(
+          "--budget: expected entries per KV head (an integer >= 1) or a fraction of the "
+          "prompt in (0, 1), found '",
+          b, "'");
+    out.push_back(value);
+  }
+  return out;
+}
+
+namespace {
+
+CLI::Validator number_at_least(double low, bool strictly) {
+  const std::string expected = strictly
+                                   ? "a number > " + std::to_string(static_cast<int64_t>(low))
+                                   : "a number >= " + std::to_string(static_cast<int64_t>(low));
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        double value = std::nan("");
+        try {
+          size_t used = 0;
+          value = std::stod(text, &used);
+          if (used != text.size()) value = std::nan("");
+        } catch (const std::exception&) {
+        }
+        const bool ok = std::isfinite(value) && (strictly ? value > low : value >= low);
+        return ok ? std::string() : "expected " + expected + ", found '" + text + "'";
+      },
+      strictly ? "NUMBER > 0" : "NUMBER >= 0");
+}
+}  // namespace
+
+const CLI::Validator kNonNegative = number_at_least(0, false);
+const CLI::Validator kPositive = number_at_least(0, true);
+
+std::vector<std::string> SweepFlags::policies() const { return split_policies(policy_list); }
+std::vector<double> SweepFlags::budgets() const { return parse_budgets(budget_list); }
+
+void add_sweep_flags(CLI::App* cmd, SweepFlags& sweep, std::string& gates, int64_t& chunk,
+                     std::string& out, int64_t* limit, const std::string& limit_help) {
+  cmd->add_option("--policy", sweep.policy_list,
+                  "comma-separated policies, name:key=value (`retain policies` lists them)")
+      ->capture_default_str();
+  cmd->add_option("--budget", sweep.budget_list,
+                  "comma-separated budgets: KV entries per head (>= 1) or a fraction of the "
+                  "prompt (< 1)");
+  cmd->add_option("--gates", gates, "gate file for trimkv / dbtrimkv");
+  cmd->add_option("--chunk", chunk, "prefill chunk in tokens")
+      ->check(kNonNegative)
+      ->capture_default_str();
+  if (limit != nullptr) cmd->add_option("--limit", *limit, limit_help)->check(kNonNegative);
+  cmd->add_option("--out", out, "output directory")->required();
+}
+
+}  // namespace retain::cli

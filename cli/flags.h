@@ -1,0 +1,45 @@
+// Flag groups several commands share, and the parsers and validators behind them.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "eval/sweep.h"
+#include "model/bench_model.h"
+#include "model/prompt.h"
+
+namespace retain::cli {
+
+// --model --device --dtype --threads --gates-dir
+void add_model_flags(CLI::App* cmd, ModelFlags& flags);
+// The base model of `bench decode` / `bench train`: a directory or a preset made on the device.
+void add_bench_model_flags(CLI::App* cmd, BenchModelOptions& o);
+// --chat --no-chat --chat-template --system --no-thinking
+void add_chat_flags(CLI::App* cmd, ChatFlags& flags);
+
+// What every evaluation sweep takes: --policy, --budget (as written; see policies() and
+// budgets()), --gates, --chunk, --out and, where `limit` is given, --limit.
+struct SweepFlags {
+  std::string policy_list, budget_list;
+  std::vector<std::string> policies() const;
+  std::vector<double> budgets() const;
+};
+void add_sweep_flags(CLI::App* cmd, SweepFlags& sweep, std::string& gates, int64_t& chunk,
+                     std::string& out, int64_t* limit, const std::string& limit_help);
+
+// "a,b,,c" -> {a, b, c}.
+std::vector<std::string> split_list(const std::string& text);
+// "h2o:window=64,buffer=8,streaming": an item with '=' but no ':' continues the previous policy.
+std::vector<std::string> split_policies(const std::string& text);
+// Entries per KV head (an integer >= 1) or a fraction of the prompt in (0, 1), each checked.
+std::vector<double> parse_budgets(const std::string& text);
+
+// A number, finite, >= 0 (kNonNegative) or > 0 (kPositive); the message says what was expected
+// and what was found.
+extern const CLI::Validator kNonNegative;
+extern const CLI::Validator kPositive;
+
+}  // namespace retain::cli

@@ -1,0 +1,101 @@
+#include "eval/generate_command.h"
+
+#include <iostream>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "eval/cache_factory.h"
+#include "model/generate.h"
+
+namespace retain {
+
+int run_generate_command(const GenerateCommandOptions& o) {
+  RETAIN_CHECK(
+      int(o.prompt.has_value()) + int(o.prompt_ids.has_value()) + int(o.prompts_file.has_value()) ==
+          1,
+      "generate: give exactly one of --prompt, --prompt-ids or --prompts-file");
+  const bool text = o.prompt.has_value() || o.prompts_file.has_value();
+  RETAIN_CHECK(o.stops.empty() || text, "generate: --stop needs text prompts (a tokenizer)");
+  EvalModel m = load_eval_model(o.model, o.gates, /*with_tokenizer=*/text, {o.policy});
+  const Decoder& model = *m.model;
+  const Tokenizer* tokenizer = m.tokenizer.get();
+  std::vector<std::vector<int64_t>> prompts;
+  if (o.prompt) {
+    prompts.push_back(prompt_ids(o.model.model_dir, *tokenizer, *o.prompt, o.chat));
+  } else if (o.prompts_file) {
+    std::istringstream in(read_text_file(*o.prompts_file));
+    std::string line;
+    while (std::getline(in, line))
+      if (!line.empty()) prompts.push_back(prompt_ids(o.model.model_dir, *tokenizer, line, o.chat));
+    RETAIN_CHECK(!prompts.empty(), *o.prompts_file, ": no prompts (one per line)");
+  } else {
+    prompts.push_back(parse_id_list(*o.prompt_ids, "--prompt-ids"));
+  }
+  int64_t longest = 0;
+  for (const auto& p : prompts) {
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
+    for (int64_t id : p)
+      RETAIN_CHECK(id < model.config().vocab_size, "generate: prompt id ", id,
+                   " is outside the vocabulary (", model.config().vocab_size, " ids)");
+  }
+
+  SamplingOptions sampling;
+  sampling.max_new_tokens = o.max_new_tokens;
+  sampling.temperature = o.temperature;
+  sampling.top_p = o.top_p;
+  sampling.seed = o.seed;
+  // config.json's EOS ids, plus the tokenizer's (chat models end turns with it, e.g. <|eot_id|>).
+  if (!o.ignore_eos) sampling.stop_ids = stop_ids(model.config(), tokenizer);
+  sampling.stop_strings = o.stops;
+  if (tokenizer)
+    sampling.detokenize = [tokenizer](const std::vector<int64_t>& ids) {
+      return tokenizer->decode(ids, true);
+    };
+  PolicySpec policy = parse_policy(o.policy);
+  RETAIN_CHECK(!policy.budgeted() || o.budget > 0, "generate: --policy ", policy.name(),
+               " needs --budget");
+  const int64_t chunk = o.chunk > 0 ? o.chunk : longest;
+  // A fractional budget is relative to the longest prompt of the batch.
+  auto cache = make_kv_cache(model.config(), policy, o.budget, longest, chunk, m.gates_for(policy));
+  sampling.prefill_chunk = chunk;
+  auto results = generate_batch(model, prompts, *cache, sampling);
+  const int64_t peak = cache->peak_bytes();
+
+  for (size_t i = 0; i < results.size(); ++i) {
+    const GenerationResult& r = results[i];
+    const double decode_rate = r.tokens.size() > 1 && r.decode_seconds > 0
+                                   ? static_cast<double>(r.tokens.size() - 1) / r.decode_seconds
+                                   : 0.0;
+    const double prefill_rate =
+        r.prefill_seconds > 0 ? static_cast<double>(prompts[i].size()) / r.prefill_seconds : 0.0;
+    std::string output;
+    if (tokenizer) output = cut_at_stop(tokenizer->decode(r.tokens), o.stops);
+    if (o.json) {
+      Json out = {{"prompt_ids", prompts[i]},
+                  {"ids", r.tokens},
+                  {"finish_reason", r.finish_reason},
+                  {"prefill_tokens_per_s", prefill_rate},
+                  {"decode_tokens_per_s", decode_rate},
+                  {"policy", o.policy},
+                  {"live_kv_bytes", cache->live_bytes()},
+                  {"peak_kv_bytes", peak}};
+      if (tokenizer) out["text"] = output;
+      std::cout << out.dump() << std::endl;
+    } else {
+      if (tokenizer) {
+        std::cout << output << std::endl;
+      } else {
+        for (size_t k = 0; k < r.tokens.size(); ++k) std::cout << (k ? "," : "") << r.tokens[k];
+        std::cout << std::endl;
+      }
+      log_info("prompt ", prompts[i].size(), " tokens at ", prefill_rate, " tok/s; generated ",
+               r.tokens.size(), " tokens at ", decode_rate, " tok/s (", r.finish_reason, "); KV ",
+               o.policy, ": live ", cache->live_bytes(), " bytes, peak ", peak);
+    }
+  }
+  return 0;
+}
+
+}  // namespace retain

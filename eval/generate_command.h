@@ -1,0 +1,36 @@
+// `retain generate`: one prompt, a file of prompts (one batch) or ids, under an eviction policy;
+// prints the text (or JSON with ids, rates and KV bytes).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "eval/sweep.h"
+#include "model/prompt.h"
+
+namespace retain {
+
+struct GenerateCommandOptions {
+  ModelFlags model;
+  ChatFlags chat;
+  std::optional<std::string> prompt;
+  std::optional<std::string> prompt_ids;    // "1,2,3"
+  std::optional<std::string> prompts_file;  // one prompt per line, generated as one batch
+  std::vector<std::string> stops;           // stop strings
+  int64_t max_new_tokens = 64;
+  double temperature = 0.0;
+  double top_p = 1.0;
+  uint64_t seed = 0;
+  bool ignore_eos = false;
+  bool json = false;
+  std::string policy = "full";  // eviction policy spec (`retain policies`)
+  double budget = 0;            // entries per KV head, or a fraction of the prompt below 1
+  std::string gates;            // gate file for trimkv / dbtrimkv
+  int64_t chunk = 0;            // prefill chunk (0: the whole prompt at once)
+};
+
+int run_generate_command(const GenerateCommandOptions& options);
+
+}  // namespace retain

@@ -1,0 +1,32 @@
+// How a user's prompt becomes token ids: raw (BOS + text) or through the model's chat template,
+// as the --chat / --no-chat / --chat-template / --system / --no-thinking flags say; and id lists
+// typed on a command line.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/tokenizer.h"
+
+namespace retain {
+
+// How a text prompt becomes ids: raw (BOS + text) or through the model's chat template.
+struct ChatFlags {
+  bool chat = false;          // --chat: always use the template
+  bool no_chat = false;       // --no-chat: never (default: use it when the model dir has one)
+  std::string chat_template;  // --chat-template NAME: override the identified family
+  std::optional<std::string> system;  // --system TEXT: a system message before the prompt
+  bool no_thinking = false;           // --no-thinking: qwen3's enable_thinking=false
+};
+
+// The prompt's ids: through the chat template when asked (or when the model has one and
+// --no-chat is absent), else BOS + text.
+std::vector<int64_t> prompt_ids(const std::string& model_dir, const Tokenizer& tokenizer,
+                                const std::string& text, const ChatFlags& flags);
+
+// Parses "1,2,3" (spaces allowed); errors name `flag` and the bad item.
+std::vector<int64_t> parse_id_list(const std::string& text, const std::string& flag);
+
+}  // namespace retain
