@@ -1,0 +1,270 @@
+// The benchmarks end to end on tiny models: synthetic tasks (seeded, scored, resumed), streaming
+// perplexity (the full cache equals transformers' loss), dialogue (a persistent cache equals
+// re-reading the history).
+#include <c10/core/InferenceMode.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "core/json.h"
+#include "core/safetensors.h"
+#include "data/synthetic.h"
+#include "eval/benchmarks/dialogue.h"
+#include "eval/benchmarks/synthetic.h"
+#include "eval/budgeted_cache.h"
+#include "eval/cache_factory.h"
+#include "eval/perplexity.h"
+#include "eviction_fixtures.h"
+#include "model/decoder.h"
+#include "model/generate.h"
+#include "model/init_model.h"
+#include "model/tokenizer.h"
+#include "test_util.h"
+
+namespace retain {
+namespace {
+
+using namespace eviction_testing;
+
+TEST(Synthetic, TasksAreSeededAndHoldTheirAnswers) {
+  for (const auto& task : synthetic_task_names()) {
+    auto a = make_synthetic(task, 4, 300, 11);
+    auto b = make_synthetic(task, 6, 300, 11);
+    ASSERT_EQ(a.size(), 4u);
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].context, b[i].context) << task;  // more examples never change earlier ones
+      for (const auto& [q, answer] : a[i].turns)
+        EXPECT_NE(a[i].context.find(answer), std::string::npos) << task;
+      EXPECT_GE(std::count(a[i].context.begin(), a[i].context.end(), ' '), 290) << task;
+    }
+    EXPECT_NE(make_synthetic(task, 1, 300, 12)[0].context, a[0].context) << task;
+  }
+  EXPECT_EQ(make_synthetic("multi", 1, 100, 0)[0].turns.size(), 3u);
+  auto ex = make_synthetic("multi", 1, 100, 0)[0];
+  auto prompt = synthetic_prompt(ex, 1);
+  EXPECT_NE(prompt.find("Answer: " + ex.turns[0].second + "\nQuestion: " + ex.turns[1].first +
+                        "\nAnswer:"),
+            std::string::npos);
+  EXPECT_ERROR_CONTAINS(make_synthetic("sudoku", 1, 10, 0), "task 'sudoku' is not known");
+  EXPECT_EQ(first_line_trimmed("  4821 \nmore"), "4821");
+}
+
+TEST(Synthetic, SpecShapesKeysValuesAndQuestions) {
+  SyntheticSpec spec;
+  spec.key_chars = 2;
+  spec.key_alphabet = "bcdfg";
+  spec.value_digits = 2;
+  spec.multi_facts = 1;
+  spec.multi_facts_max = 5;
+  spec.multi_questions = 8;
+  std::set<size_t> fact_counts;
+  for (const auto& ex : make_synthetic("multi", 40, 30, 3, spec)) {
+    std::set<std::string> keys;
+    for (const auto& [q, a] : ex.turns) {
+      const std::string key = q.substr(q.size() - 3, 2);  // "... of key XY?"
+      for (char c : key) EXPECT_NE(spec.key_alphabet.find(c), std::string::npos) << q;
+      EXPECT_TRUE(keys.insert(key).second) << "a key asked twice in " << ex.id;
+      ASSERT_EQ(a.size(), 2u);
+      EXPECT_NE(a[0], '0');
+      EXPECT_NE(ex.context.find("Key " + key + ": value " + a + "."), std::string::npos);
+    }
+    // Never more questions than facts, every fact asked: the turn count is the fact count.
+    fact_counts.insert(ex.turns.size());
+  }
+  EXPECT_EQ(fact_counts, (std::set<size_t>{1, 2, 3, 4, 5}));
+  // Lengths drawn from a range stay inside it.
+  for (const auto& ex : make_synthetic("needle", 10, 50, 3, spec, 200)) {
+    const auto words = std::count(ex.context.begin(), ex.context.end(), ' ') + 1;
+    EXPECT_GE(words, 50);
+    EXPECT_LE(words, 210);
+  }
+  EXPECT_EQ(SyntheticSpec::from_json(spec.to_json(), "t").to_json(), spec.to_json());
+  EXPECT_ERROR_CONTAINS(SyntheticSpec::from_json(Json{{"key_char", 2}}, "spec.json"),
+                        "spec.json: unknown task spec key 'key_char'");
+  SyntheticSpec bad = spec;
+  bad.key_alphabet = "bb";
+  EXPECT_ERROR_CONTAINS(bad.validate("x"), "none repeated");
+  bad.key_alphabet = "b-";
+  EXPECT_ERROR_CONTAINS(bad.validate("x"), "only hold letters and digits");
+  bad.key_alphabet = "bc";
+  bad.key_chars = 1;
+  EXPECT_ERROR_CONTAINS(bad.validate("x"), "distinct keys");
+}
+
+TEST(Synthetic, DocumentsMarkTheirAnswersAndTaskFilesRoundTrip) {
+  SyntheticSpec spec;
+  spec.multi_questions = 4;
+  for (const auto& task : synthetic_task_names()) {
+    for (const auto& ex : make_synthetic(task, 3, 40, 5, spec)) {
+      std::vector<std::pair<int64_t, int64_t>> spans;
+      const std::string doc = synthetic_document(ex, &spans);
+      ASSERT_EQ(spans.size(), ex.turns.size());
+      for (size_t t = 0; t < spans.size(); ++t) {
+        const std::string text = doc.substr(spans[t].first, spans[t].second - spans[t].first);
+        const std::string answer = ": " + ex.turns[t].second;
+        EXPECT_EQ(text, t + 1 < spans.size() ? answer + "\n" : answer) << ex.id;
+        // The span starts where the prompt of that turn ends.
+        EXPECT_EQ(synthetic_prompt(ex, t).size(), static_cast<size_t>(spans[t].first) + 1);
+      }
+      SyntheticExample back = synthetic_from_json(synthetic_to_json(ex), "t");
+      EXPECT_EQ(back.id, ex.id);
+      EXPECT_EQ(back.context, ex.context);
+      EXPECT_EQ(back.turns, ex.turns);
+    }
+  }
+  EXPECT_ERROR_CONTAINS(synthetic_from_json(Json{{"id", "a"}, {"task", "kv"}}, "f.jsonl:3"),
+                        "f.jsonl:3: expected a string field 'context'");
+  EXPECT_ERROR_CONTAINS(
+      synthetic_from_json(Json{{"id", "a"}, {"task", "kv"}, {"context", "c"}, {"turns", {Json{}}}},
+                          "f.jsonl:4"),
+      "f.jsonl:4: turns[0]: expected a string field");
+}
+
+TEST(Synthetic, SweepWritesScoresAndResumes) {
+  testing::TempDir dir;
+  InitModelOptions init;
+  init.arch = "llama";
+  init.preset = "tiny";
+  init.out = (dir / "model").string();
+  init_model(init);
+  SyntheticEvalOptions o;
+  o.model.model_dir = init.out;
+  o.policies = {"full", "streaming", "knorm"};
+  o.budgets = {0.2, 40};
+  o.count = 2;
+  o.context_words = 120;
+  o.max_new_tokens = 3;
+  o.chunk = 64;
+  o.out = (dir / "run").string();
+  ASSERT_EQ(run_synthetic_eval(o), 0);
+  Json scores = read_json_file(dir / "run" / "scores.json");
+  EXPECT_EQ(scores["benchmark"], "synthetic");
+  ASSERT_EQ(scores["results"].size(), 5u);  // full once + 2 policies x 2 budgets
+  EXPECT_TRUE(scores["results"][0]["budget"].is_null());
+  EXPECT_EQ(scores["results"][1]["budget"].get<double>(), 0.2);
+  for (const auto& r : scores["results"]) {
+    for (const char* k : {"em", "em_kv", "em_vars", "em_needle", "em_multi", "peak_kv_bytes"})
+      EXPECT_TRUE(r["metrics"].contains(k)) << k;
+  }
+  // The budgeted runs hold less KV memory at their peak than the full cache.
+  EXPECT_LT(scores["results"][1]["metrics"]["peak_kv_bytes"].get<double>(),
+            scores["results"][0]["metrics"]["peak_kv_bytes"].get<double>());
+  const std::string first = read_text_file(dir / "run" / "predictions.jsonl");
+  const auto lines = std::count(first.begin(), first.end(), '\n');
+  EXPECT_EQ(lines, 5 * (2 + 2 + 2 + 2 * 3));
+  // A killed run keeps its finished lines: cut the file, rerun, get the same file back.
+  write_text_file_atomic(dir / "run" / "predictions.jsonl",
+                         first.substr(0, first.find('\n', first.size() / 2) + 1));
+  ASSERT_EQ(run_synthetic_eval(o), 0);
+  // Same predictions (timings aside), each exactly once.
+  auto strip = [](const std::string& text) {
+    std::multiset<std::string> out;
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) {
+      Json j = Json::parse(line);
+      out.insert(j["policy"].dump() + j["budget"].dump() + j["id"].dump() + j["turn"].dump() +
+                 j["pred"].dump() + j["peak_kv_bytes"].dump());
+    }
+    return out;
+  };
+  EXPECT_EQ(strip(read_text_file(dir / "run" / "predictions.jsonl")), strip(first));
+  Json again = read_json_file(dir / "run" / "scores.json");
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(again["results"][i]["metrics"]["em"], scores["results"][i]["metrics"]["em"]);
+    EXPECT_EQ(again["results"][i]["metrics"]["peak_kv_bytes"],
+              scores["results"][i]["metrics"]["peak_kv_bytes"]);
+  }
+}
+
+TEST(StreamingPerplexity, FullCacheEqualsTransformersLossAndPoliciesStayBounded) {
+  fs::path dir = testing::fixture_dir("hf") / "llama_gqa4_llama3";
+  Decoder model = Decoder::load(dir, {});
+  auto ref = SafetensorsFile::open(dir / "reference.safetensors");
+  auto ids_t = ref->tensor("input_ids").view({-1});
+  std::vector<int64_t> ids(ids_t.data_ptr<int64_t>(), ids_t.data_ptr<int64_t>() + ids_t.numel());
+  FullKvCache full(model.config().num_layers);
+  auto r = compute_streaming_perplexity(model, ids, full, 8);  // 5 chunks, the last one partial
+  double expected = ref->tensor("nll").item<double>();
+  EXPECT_LE(std::abs(r.nll - expected) / expected, 1e-5);
+  EXPECT_EQ(r.tokens, static_cast<int64_t>(ids.size()) - 1);
+  BudgetedKvCache small(model.config(), parse_policy("h2o:buffer=2,window=4"), 8, 8);
+  auto evicted = compute_streaming_perplexity(model, ids, small, 8);
+  EXPECT_TRUE(std::isfinite(evicted.nll));
+  EXPECT_NE(evicted.nll, r.nll);  // 8 entries per head of 37: the context really shrank
+  EXPECT_LE(small.lengths(0).max().item<int64_t>(), 8 + 2);
+}
+
+// The persistent cache of a conversation gives the same answers as re-reading the whole history
+// with a fresh cache, in both history modes.
+TEST(Dialogue, PersistentCacheEqualsReReadingTheHistory) {
+  testing::TempDir dir;
+  InitModelOptions init;
+  init.arch = "qwen2";
+  init.preset = "tiny";
+  init.seed = 5;
+  init.sets = {"initializer_range=0.3"};  // peaked logits: greedy choices are not near-ties
+  init.out = (dir / "model").string();
+  init_model(init);
+  auto record = [](const std::string& id) {
+    return Json({{"id", id},
+                 {"context", "The value of alpha is 17. The cat reads the door. The key is beta."},
+                 {"multi_turns",
+                  {{{"input", "What is alpha?"}, {"answer", "17"}},
+                   {{"input", "What is the key?"}, {"answer", {"beta", "Beta"}}},
+                   {{"input", "Who reads?"}, {"answer", "the cat"}}}}})
+               .dump() +
+           "\n";
+  };
+  write_text_file_atomic(dir / "d.jsonl", record("a") + record("b"));
+  for (const std::string history : {"own", "gold"}) {
+    DialogueOptions o;
+    o.model.model_dir = init.out;
+    o.data = (dir / "d.jsonl").string();
+    o.history = history;
+    o.policies = {"full", "streaming"};
+    o.budgets = {20};
+    o.chunk = 8;
+    o.max_new_tokens = 4;
+    o.out = (dir / history).string();
+    ASSERT_EQ(run_dialogue_eval(o), 0);
+    Json scores = read_json_file(dir / history / "scores.json");
+    ASSERT_EQ(scores["results"].size(), 2u);
+    for (const char* k : {"em", "f1", "rouge_l", "em_turn1", "f1_turn3", "rouge_l_turn2"})
+      EXPECT_TRUE(scores["results"][0]["metrics"].contains(k)) << k;
+
+    // Re-read the history from scratch for record "a" under the full cache.
+    Decoder model = Decoder::load(init.out, {});
+    auto tok = load_tokenizer(init.out);
+    std::ifstream in(dir / history / "predictions.jsonl");
+    std::string line;
+    Json record_a;
+    while (std::getline(in, line)) {
+      Json j = Json::parse(line);
+      if (j["policy"] == "full" && j["id"] == "a") record_a = j;
+    }
+    ASSERT_FALSE(record_a.is_null());
+    const std::vector<std::string> questions = {"What is alpha?", "What is the key?", "Who reads?"};
+    const std::vector<std::string> gold = {"17", "beta", "the cat"};
+    auto history_ids =
+        tok->encode_prompt("The value of alpha is 17. The cat reads the door. The key is beta.");
+    for (size_t t = 0; t < 3; ++t) {
+      auto q = tok->encode("\n\nQuestion: " + questions[t] + "\nAnswer:");
+      history_ids.insert(history_ids.end(), q.begin(), q.end());
+      FullKvCache fresh(model.config().num_layers);
+      SamplingOptions sampling;
+      sampling.max_new_tokens = 4;
+      if (tok->eos_id()) sampling.stop_ids = {*tok->eos_id()};
+      c10::InferenceMode guard;
+      auto g = generate(model, history_ids, fresh, sampling);
+      EXPECT_EQ(tok->decode(g.tokens, true), record_a["turns"][t]["pred"].get<std::string>())
+          << history << " turn " << t;
+      auto next = history == "own" ? g.tokens : tok->encode(" " + gold[t]);
+      history_ids.insert(history_ids.end(), next.begin(), next.end());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace retain
