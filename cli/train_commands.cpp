@@ -1,7 +1,11 @@
 // train, export, import-gates (`retain launch` is parsed by hand in main.cpp).
+#include <iostream>
+
 #include "checkpoints/export.h"
 #include "checkpoints/gate_file.h"
 #include "cli/commands.h"
+#include "core/error.h"
+#include "trainer/recipe.h"
 #include "trainer/trainer.h"
 
 namespace retain::cli {
@@ -10,13 +14,25 @@ void register_train_commands(CLI::App& app, Commands& commands) {
   struct Train {
     std::string recipe;
     std::vector<std::string> overrides;
+    bool keys = false;
   };
   auto train = std::make_shared<Train>();
   auto* train_cmd =
       app.add_subcommand("train", "train retention gates (or a small base model) from a recipe");
-  train_cmd->add_option("recipe", train->recipe, "recipe YAML")->required();
+  train_cmd->add_option("recipe", train->recipe, "recipe YAML");
   train_cmd->add_option("overrides", train->overrides, "key.sub=value overrides");
-  commands.add(train_cmd, [train] { return run_train(train->recipe, train->overrides); });
+  train_cmd->add_flag("--keys", train->keys,
+                      "print every recipe key with its default and meaning (markdown) and exit");
+  commands.add(train_cmd, [train] {
+    if (train->keys) {
+      std::cout << recipe_keys_markdown();
+      return 0;
+    }
+    RETAIN_CHECK(!train->recipe.empty(),
+                 "train: a recipe YAML is required (retain train RECIPE [key=value ...]; "
+                 "`retain train --keys` lists the keys)");
+    return run_train(train->recipe, train->overrides);
+  });
 
   struct Export {
     std::string checkpoint, out;

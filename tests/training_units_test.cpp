@@ -9,7 +9,9 @@
 #include "data/packed_dataset.h"
 #include "data/shards.h"
 #include "test_util.h"
+#include "trainer/recipe.h"
 #include "trainer/schedule.h"
+#include "trainer/train_settings.h"
 
 namespace retain {
 namespace {
@@ -29,6 +31,33 @@ TEST(LearningRate, LinearWarmupThenCosineToTheMinimum) {
   EXPECT_NEAR(lr(110), 1e-5, 1e-15);
   EXPECT_NEAR(lr(500), 1e-5, 1e-15);  // past the end it stays at the minimum
   for (int64_t s = 10; s < 110; ++s) EXPECT_GT(lr(s), lr(s + 1)) << s;
+}
+
+// One schema resolves, reads and documents recipes: every key reads into its typed member with
+// its default, and a value out of range names the key and the value.
+TEST(RecipeSchema, ReadsTypedMembersAndRefusesValuesOutOfRange) {
+  const std::vector<std::string> paths = {"model.path=m", "data.shards=s"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.end(), paths.begin(), paths.end());
+    return read_settings(resolve_recipe("", more));
+  };
+  const TrainSettings s = with({"optim.betas=[0.8, 0.95]", "train.trainable=base"});
+  EXPECT_EQ(s.model_dir, "m");
+  EXPECT_EQ(s.gates.width, GateConfig{}.width);  // the gate defaults are GateConfig's
+  EXPECT_EQ(s.gates.bias_init, GateConfig{}.bias_init);
+  EXPECT_DOUBLE_EQ(s.beta1, 0.8);
+  EXPECT_DOUBLE_EQ(s.beta2, 0.95);
+  EXPECT_TRUE(s.train_base);
+  EXPECT_TRUE(s.terms.ntp && !s.terms.fwkl);  // base training: next-token loss only
+  EXPECT_EQ(s.device, "auto");
+  EXPECT_ERROR_CONTAINS(with({"optim.lr=-1"}), "optim.lr must be positive, found -1");
+  EXPECT_ERROR_CONTAINS(with({"train.steps=0"}), "train.steps must be positive, found 0");
+  EXPECT_ERROR_CONTAINS(with({"checkpoint.keep_last_k=-2"}), "checkpoint.keep_last_k must be >= 0");
+  EXPECT_ERROR_CONTAINS(read_settings(resolve_recipe("", {"data.shards=s"})),
+                        "model.path is required");
+  const std::string table = recipe_keys_markdown();
+  for (const auto& k : recipe_schema())
+    EXPECT_NE(table.find(std::string("| `") + k.key + "` |"), std::string::npos) << k.key;
 }
 
 TEST(Sampler, WalksEpochsInOrderOrAsSeededPermutations) {

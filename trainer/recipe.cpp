@@ -6,63 +6,181 @@
 #include "core/json.h"
 #include "core/sha256.h"
 #include "gates/gate_bank.h"
+#include "trainer/train_settings.h"
 
 namespace retain {
 
+namespace {
+
+using Reader = std::function<void(const Config&, const std::string&, TrainSettings&)>;
+
+// Readers of a key's resolved value into its member, with the checks the value needs.
+template <typename T>
+Reader into(T TrainSettings::*member) {
+  return [member](const Config& r, const std::string& key, TrainSettings& s) {
+    s.*member = r.get<T>(key);
+  };
+}
+Reader into_path(fs::path TrainSettings::*member) {
+  return [member](const Config& r, const std::string& key, TrainSettings& s) {
+    s.*member = r.get<std::string>(key);
+  };
+}
+// A key without a default the run cannot do without.
+Reader required_path(fs::path TrainSettings::*member) {
+  return [member](const Config& r, const std::string& key, TrainSettings& s) {
+    RETAIN_CHECK(r.has(key), r.where(), ": ", key, " is required");
+    s.*member = r.get<std::string>(key);
+  };
+}
+Reader optional_path(fs::path TrainSettings::*member) {
+  return [member](const Config& r, const std::string& key, TrainSettings& s) {
+    s.*member = r.get_or<std::string>(key, "");
+  };
+}
+template <typename T>
+Reader positive(T TrainSettings::*member) {
+  return [member](const Config& r, const std::string& key, TrainSettings& s) {
+    s.*member = r.get<T>(key);
+    RETAIN_CHECK(s.*member > 0, r.where(), ": ", key, " must be positive, found ", s.*member);
+  };
+}
+template <typename T>
+Reader non_negative(T TrainSettings::*member) {
+  return [member](const Config& r, const std::string& key, TrainSettings& s) {
+    s.*member = r.get<T>(key);
+    RETAIN_CHECK(s.*member >= 0, r.where(), ": ", key, " must be >= 0, found ", s.*member);
+  };
+}
+template <typename T>
+Reader into_gates(T GateConfig::*member) {
+  return [member](const Config& r, const std::string& key, TrainSettings& s) {
+    s.gates.*member = r.get<T>(key);
+  };
+}
+
+}  // namespace
+
 const std::vector<RecipeKey>& recipe_schema() {
+  // The gate defaults are GateConfig's (gates/gate_bank.h), defined once there.
   static const GateConfig kGates;
   static const std::vector<RecipeKey> kSchema = {
-      {"run.dir", "runs/default", "run directory: step-N checkpoints, metrics.jsonl, recipe.yaml"},
-      {"run.seed", "0", "seed of gate init and data order"},
-      {"model.path", "~", "HF model directory (config.json, *.safetensors, tokenizer)"},
-      {"model.device", "auto", "auto | cpu | cuda | cuda:N"},
+      {"run.dir", "runs/default", "run directory: step-N checkpoints, metrics.jsonl, recipe.yaml",
+       into_path(&TrainSettings::run_dir)},
+      {"run.seed", "0", "seed of gate init and data order", into(&TrainSettings::seed)},
+      {"model.path", "~", "HF model directory (config.json, *.safetensors, tokenizer)",
+       required_path(&TrainSettings::model_dir)},
+      {"model.device", "auto", "auto | cpu | cuda | cuda:N", into(&TrainSettings::device)},
       {"model.dtype", "auto",
-       "auto | fp32 | bf16 | fp16 (auto: checkpoint dtype on CUDA, fp32 on CPU)"},
-      // The gate defaults are GateConfig's (gates/gate_bank.h), defined once there.
-      {"gates.arch", kGates.arch, "mlp2 (TrimKV) | mlp3 (DBTrimKV)"},
-      {"gates.width", Json(kGates.width).dump(), "hidden width r of the gate MLPs"},
+       "auto | fp32 | bf16 | fp16 (auto: checkpoint dtype on CUDA, fp32 on CPU)",
+       into(&TrainSettings::dtype)},
+      {"gates.arch", kGates.arch, "mlp2 (TrimKV) | mlp3 (DBTrimKV)", into_gates(&GateConfig::arch)},
+      {"gates.width", Json(kGates.width).dump(), "hidden width r of the gate MLPs",
+       into_gates(&GateConfig::width)},
       {"gates.tie_projection", Json(kGates.tie_projection).dump(),
-       "share the last linear + bias across layers (DBTrimKV)"},
+       "share the last linear + bias across layers (DBTrimKV)",
+       into_gates(&GateConfig::tie_projection)},
       {"gates.bias_init", Json(kGates.bias_init).dump(),
-       "initial final bias (beta = sigmoid(18) ~ 1)"},
-      {"gates.init_std", Json(kGates.init_std).dump(), "std of the normal init of gate weights"},
-      {"gates.init_from", "~", "gate file (retain export / import-gates) to start from"},
-      {"loss.base", "[fwkl, ntp]", "base loss terms, averaged: fwkl | rvkl | ntp"},
-      {"loss.capacity", "global", "local (per layer and head, TrimKV) | global (DBTrimKV)"},
-      {"loss.memory", "512", "budget M: KV entries per layer and KV head"},
-      {"loss.weight", "1.0", "lambda, weight of the capacity loss"},
-      {"loss.logit_block_size", "1024", "tokens per LM-head block"},
-      {"data.shards", "~", "directory of shard-*.h5 (retain prep)"},
-      {"data.seq_len", "4096", "tokens per packed training sequence"},
-      {"data.shuffle", "true", "shuffle sequences each epoch"},
-      {"data.heldout", "~", "shard directory for the held-out loss"},
-      {"optim.lr", "2.0e-4", "peak learning rate"},
-      {"optim.min_lr", "1.0e-6", "learning rate at the end of the cosine"},
-      {"optim.warmup_steps", "100", "linear warmup steps (from 0)"},
-      {"optim.weight_decay", "1.0e-6", "AdamW weight decay"},
-      {"optim.betas", "[0.9, 0.999]", "AdamW betas"},
-      {"optim.eps", "1.0e-8", "AdamW epsilon"},
-      {"optim.grad_clip", "1.0", "max global grad norm (0: off)"},
-      {"train.steps", "1000", "optimizer steps"},
-      {"train.batch_size", "1", "sequences per micro-batch (per rank)"},
-      {"train.grad_accum", "1", "micro-batches per optimizer step"},
+       "initial final bias (beta = sigmoid(18) ~ 1)", into_gates(&GateConfig::bias_init)},
+      {"gates.init_std", Json(kGates.init_std).dump(), "std of the normal init of gate weights",
+       [](const Config& r, const std::string& key, TrainSettings& s) {
+         s.gates.init_std = r.get<double>(key);
+         s.gates.validate(r.where());  // the last gates.* key: the whole gate config is read
+       }},
+      {"gates.init_from", "~", "gate file (retain export / import-gates) to start from",
+       [](const Config& r, const std::string& key, TrainSettings& s) {
+         s.init_from = r.get_or<std::string>(key, "");
+       }},
+      {"loss.base", "[fwkl, ntp]", "base loss terms, averaged: fwkl | rvkl | ntp (base: ntp only)",
+       [](const Config& r, const std::string& key, TrainSettings& s) {
+         // Needs train.trainable, which read_settings reads before every other key.
+         s.terms = s.train_base ? BaseLossTerms::parse({"ntp"}, r.where())
+                                : BaseLossTerms::parse(r.get<std::vector<std::string>>(key),
+                                                       r.where() + ": " + key);
+       }},
+      {"loss.capacity", "global", "local (per layer and head, TrimKV) | global (DBTrimKV)",
+       [](const Config& r, const std::string& key, TrainSettings& s) {
+         s.capacity = parse_capacity_mode(r.get<std::string>(key), r.where() + ": " + key);
+       }},
+      {"loss.memory", "512", "budget M: KV entries per layer and KV head",
+       positive(&TrainSettings::memory)},
+      {"loss.weight", "1.0", "lambda, weight of the capacity loss",
+       non_negative(&TrainSettings::capacity_weight)},
+      {"loss.logit_block_size", "1024", "tokens per LM-head block",
+       positive(&TrainSettings::logit_block)},
+      {"data.shards", "~", "directory of shard-*.h5 (retain prep)",
+       required_path(&TrainSettings::shards)},
+      {"data.seq_len", "4096", "tokens per packed training sequence",
+       positive(&TrainSettings::seq_len)},
+      {"data.shuffle", "true", "shuffle sequences each epoch", into(&TrainSettings::shuffle)},
+      {"data.heldout", "~", "shard directory for the held-out loss",
+       optional_path(&TrainSettings::heldout)},
+      {"optim.lr", "2.0e-4", "peak learning rate", positive(&TrainSettings::lr)},
+      {"optim.min_lr", "1.0e-6", "learning rate at the end of the cosine",
+       non_negative(&TrainSettings::min_lr)},
+      {"optim.warmup_steps", "100", "linear warmup steps (from 0)",
+       non_negative(&TrainSettings::warmup)},
+      {"optim.weight_decay", "1.0e-6", "AdamW weight decay",
+       non_negative(&TrainSettings::weight_decay)},
+      {"optim.betas", "[0.9, 0.999]", "AdamW betas",
+       [](const Config& r, const std::string& key, TrainSettings& s) {
+         auto betas = r.get<std::vector<double>>(key);
+         RETAIN_CHECK(betas.size() == 2, r.where(), ": ", key, " must have two values");
+         s.beta1 = betas[0];
+         s.beta2 = betas[1];
+       }},
+      {"optim.eps", "1.0e-8", "AdamW epsilon", positive(&TrainSettings::eps)},
+      {"optim.grad_clip", "1.0", "max global grad norm (0: off)",
+       non_negative(&TrainSettings::grad_clip)},
+      {"train.steps", "1000", "optimizer steps", positive(&TrainSettings::steps)},
+      {"train.batch_size", "1", "sequences per micro-batch (per rank)",
+       positive(&TrainSettings::batch_size)},
+      {"train.grad_accum", "1", "micro-batches per optimizer step",
+       positive(&TrainSettings::grad_accum)},
       {"train.trainable", "gates",
-       "gates | base (pretrain every parameter of a small model, ntp only)"},
-      {"train.activation_checkpointing", "false", "recompute each layer in the backward pass"},
-      {"train.max_nonfinite_steps", "10", "abort after this many non-finite steps in a row"},
+       "gates | base (pretrain every parameter of a small model, ntp only)",
+       [](const Config& r, const std::string& key, TrainSettings& s) {
+         const std::string trainable = r.get<std::string>(key);
+         RETAIN_CHECK(trainable == "gates" || trainable == "base", r.where(), ": ", key, " '",
+                      trainable, "' is not supported (expected gates or base)");
+         s.train_base = trainable == "base";
+       }},
+      {"train.activation_checkpointing", "false", "recompute each layer in the backward pass",
+       into(&TrainSettings::activation_checkpointing)},
+      {"train.max_nonfinite_steps", "10", "abort after this many non-finite steps in a row",
+       positive(&TrainSettings::max_nonfinite)},
       {"train.resume", "auto",
-       "auto (newest complete step-N of run.dir) | never | a step directory"},
-      {"train.eval_every", "0", "held-out loss every N steps (0: off)"},
-      {"train.eval_batches", "4", "held-out batches per evaluation"},
-      {"checkpoint.every", "100", "write RUN/step-N every N steps (and at the end)"},
-      {"checkpoint.keep_last_k", "3", "step directories to keep (0: all)"},
-      {"log.every", "1", "metrics.jsonl line every N steps"},
+       "auto (newest complete step-N of run.dir) | never | a step directory",
+       into(&TrainSettings::resume)},
+      {"train.eval_every", "0", "held-out loss every N steps (0: off)",
+       non_negative(&TrainSettings::eval_every)},
+      {"train.eval_batches", "4", "held-out batches per evaluation",
+       positive(&TrainSettings::eval_batches)},
+      {"checkpoint.every", "100", "write RUN/step-N every N steps (and at the end)",
+       non_negative(&TrainSettings::checkpoint_every)},
+      {"checkpoint.keep_last_k", "3", "step directories to keep (0: all)",
+       non_negative(&TrainSettings::keep_last_k)},
+      {"log.every", "1", "metrics.jsonl line every N steps", positive(&TrainSettings::log_every)},
       {"log.samples", "false",
-       "append each rank's sample ids to RUN/samples.rankR.txt (step epoch sample)"},
+       "append each rank's sample ids to RUN/samples.rankR.txt (step epoch sample)",
+       into(&TrainSettings::log_samples)},
       {"dist.timeout_s", "600",
-       "seconds a rank waits for the others in a collective before failing"},
+       "seconds a rank waits for the others in a collective before failing",
+       positive(&TrainSettings::timeout_s)},
   };
   return kSchema;
+}
+
+std::string recipe_keys_markdown() {
+  std::string out = "| key | default | meaning |\n|---|---|---|\n";
+  for (const auto& k : recipe_schema()) {
+    std::string doc = k.doc;
+    // A '|' inside a cell would split it.
+    for (size_t at = doc.find('|'); at != std::string::npos; at = doc.find('|', at + 2))
+      doc.replace(at, 1, "\\|");
+    out += str_cat("| `", k.key, "` | `", k.fallback, "` | ", doc, " |\n");
+  }
+  return out;
 }
 
 namespace {

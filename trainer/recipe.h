@@ -3,6 +3,7 @@
 // one); the resolved recipe is printed at the start of a run and saved in the run directory.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -10,14 +11,23 @@
 
 namespace retain {
 
+struct TrainSettings;
+
+// One recipe key: its default, its meaning, and how its resolved value becomes a typed, checked
+// member of TrainSettings (trainer/train_settings.h). The one table resolves recipes, reads them
+// and documents them (`retain train --keys`).
 struct RecipeKey {
   const char* key;       // dotted path
   std::string fallback;  // default as YAML ("~" = none)
   const char* doc;
+  std::function<void(const Config& recipe, const std::string& key, TrainSettings& settings)> read;
 };
 
 // The schema: every recipe key with its default and meaning.
 const std::vector<RecipeKey>& recipe_schema();
+
+// The schema as a markdown table (key, default, meaning) for docs/training.md.
+std::string recipe_keys_markdown();
 
 // Loads `path` (may be empty: defaults only), applies overrides, validates, returns the resolved
 // recipe.
