@@ -7,7 +7,7 @@ RETAIN_HOME ?= $(HOME)/.cache/retain
 PYTHON := $(RETAIN_HOME)/venv/bin/python
 export PATH := /usr/local/cuda/bin:$(PATH)
 
-.PHONY: setup configure build test demo demo-steps format format-check clean
+.PHONY: setup configure build test demo demo-steps fuzz format format-check clean
 
 setup:
 	@bash scripts/setup.sh
@@ -81,6 +81,12 @@ $(DEMO)/%.safetensors: $(DEMO)/model/config.json
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')
+
+# Every fuzzer for FUZZ_SECONDS each (make test runs them for a few seconds): executions and
+# crashes per target (scripts/fuzz.sh).
+FUZZ_SECONDS ?= 600
+fuzz: build
+	bash scripts/fuzz.sh $(FUZZ_SECONDS) $(BUILD)
 
 # Fails on the first unformatted file (CI runs it before `make test`).
 format-check:

@@ -28,6 +28,23 @@ T json_get(const Json& object, const std::string& key, const std::string& where)
   }
 }
 
+// Runs `parse`, which reads a JSON document the user gave, turning the library's own exceptions (a
+// key read with at(), a value of the wrong type) into retain::Error naming `where`: whatever a
+// parser forgot to check still fails with a clear message, never an abort.
+template <typename F>
+auto with_json_errors(const std::string& where, F&& parse) -> decltype(parse()) {
+  try {
+    return parse();
+  } catch (const nlohmann::json::exception& e) {
+    std::string what = e.what();
+    // "[json.exception.type_error.302] type must be string, but is number" -> the message.
+    const auto bracket = what.find("] ");
+    if (what.rfind("[json.exception.", 0) == 0 && bracket != std::string::npos)
+      what = what.substr(bracket + 2);
+    fail(where, ": malformed (", what, ")");
+  }
+}
+
 // Like json_get, but a missing key or an explicit null gives std::nullopt.
 template <typename T>
 std::optional<T> json_get_optional(const Json& object, const std::string& key,

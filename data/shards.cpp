@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/sha256.h"
 
 namespace retain {
 
@@ -116,6 +117,35 @@ int64_t open_1d(hid_t file, const char* name, H5T_class_t cls, size_t bytes, boo
   }
   hsize_t n = 0;
   H5Sget_simple_extent_dims(space.get(), &n, nullptr);
+  if (n == 0) {  // nothing to read (an empty dataset is written without chunks)
+    *out = set;
+    return 0;
+  }
+  // retain prep writes chunked datasets only. Refusing the other layouts also keeps corrupt
+  // compact datasets (whose stored bytes can be fewer than their extent) away from libhdf5 1.10's
+  // read path, which reads past its own buffer on them (found by fuzz/hdf5_shard_fuzz).
+  Handle create(H5Dget_create_plist(set), H5Pclose);
+  if (H5Pget_layout(create.get()) != H5D_CHUNKED) {
+    H5Dclose(set);
+    fail(where, ": dataset '", name, "' is not chunked (retain prep writes chunked datasets)");
+  }
+  // Every chunk stored whole and unfiltered, as retain prep writes them: libhdf5 1.10 copies a
+  // chunk by its declared extent, past the bytes a corrupt file stores for it.
+  hsize_t chunk = 0, chunks = 0;
+  bool whole = H5Pget_nfilters(create.get()) == 0 && H5Pget_chunk(create.get(), 1, &chunk) == 1 &&
+               chunk > 0 && H5Dget_num_chunks(set, space.get(), &chunks) >= 0 &&
+               chunks == (n + chunk - 1) / chunk;
+  for (hsize_t i = 0; whole && i < chunks; ++i) {
+    hsize_t offset = 0, size = 0;
+    haddr_t address = 0;
+    unsigned filters = 0;
+    whole = H5Dget_chunk_info(set, space.get(), i, &offset, &filters, &address, &size) >= 0 &&
+            filters == 0 && size == chunk * bytes && offset % chunk == 0 && offset < n;
+  }
+  if (!whole) {
+    H5Dclose(set);
+    fail(where, ": dataset '", name, "' has missing, filtered or truncated chunks (corrupt file?)");
+  }
   *out = set;
   return static_cast<int64_t>(n);
 }
@@ -156,7 +186,10 @@ void write_shard(const fs::path& path, const ShardContents& c, const ShardMeta& 
     write_int_attribute(file.get(), "format_version", meta.format_version, where);
     RETAIN_CHECK(H5Fflush(file.get(), H5F_SCOPE_GLOBAL) >= 0, where, ": flush failed");
   });
+  write_text_file_atomic(shard_checksum_path(path), sha256_file_hex(path) + "\n");
 }
+
+fs::path shard_checksum_path(const fs::path& shard) { return shard.string() + ".sha256"; }
 
 ShardReader::ShardReader(const fs::path& path, const std::string& expect_sha, int64_t expect_vocab)
     : path_(path.string()) {
@@ -164,6 +197,16 @@ ShardReader::ShardReader(const fs::path& path, const std::string& expect_sha, in
   RETAIN_CHECK(fs::exists(path), path_, ": shard does not exist");
   RETAIN_CHECK(H5Fis_hdf5(path_.c_str()) > 0, path_,
                ": not a valid HDF5 file (corrupt or truncated?)");
+  // libhdf5 1.10 reads past its own buffers on some corrupt files (heap overflows in its object
+  // header and chunk code, found by fuzz/hdf5_shard_fuzz within seconds), so a file that is not
+  // byte for byte what retain prep wrote never reaches it.
+  const fs::path checksum = shard_checksum_path(path);
+  RETAIN_CHECK(fs::exists(checksum), path_, ": no checksum (", checksum.string(),
+               "); retain prep writes one next to every shard: re-run retain prep");
+  std::string expected = read_text_file(checksum);
+  expected = expected.substr(0, expected.find_first_of(" \r\n"));
+  RETAIN_CHECK(sha256_file_hex(path) == expected, path_, ": does not match its checksum ",
+               checksum.string(), " (corrupt, truncated or modified after retain prep)");
   file_ = H5Fopen(path_.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   RETAIN_CHECK(file_ >= 0, path_, ": cannot open as HDF5 (corrupt or truncated?)");
   try {

@@ -2,7 +2,8 @@
 //   tokens       1-D int32, chunked
 //   doc_offsets  1-D int64, documents + 1 entries (document d is tokens[off[d], off[d+1]))
 //   loss_mask    1-D uint8, optional (1 = the token's label counts; chat data: assistant tokens)
-// and attributes tokenizer_sha256 (string), vocab_size (int64), format_version (int64).
+// and attributes tokenizer_sha256 (string), vocab_size (int64), format_version (int64); next to
+// it, shard-NNNNN.h5.sha256 holds the file's SHA-256 (hex).
 // Readers validate everything against the model they feed, and every error names the file.
 #pragma once
 
@@ -28,8 +29,10 @@ struct ShardContents {
   std::vector<uint8_t> loss_mask;  // empty: every label counts
 };
 
-// Writes a shard atomically (temp file + rename).
+// Writes a shard atomically (temp file + rename), then its SHA-256 next to it
+// (shard_checksum_path), which readers check before libhdf5 opens the file.
 void write_shard(const fs::path& path, const ShardContents& contents, const ShardMeta& meta);
+fs::path shard_checksum_path(const fs::path& shard);
 
 class ShardReader {
  public:

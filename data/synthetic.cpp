@@ -108,33 +108,36 @@ Json SyntheticSpec::to_json() const {
 }
 
 SyntheticSpec SyntheticSpec::from_json(const Json& j, const std::string& where) {
-  SyntheticSpec spec;
-  RETAIN_CHECK(j.is_object(), where, ": the task spec must be a map, found ", j.dump());
-  const Json defaults = spec.to_json();
-  for (const auto& [key, value] : j.items()) {
-    RETAIN_CHECK(
-        defaults.contains(key), where, ": unknown task spec key '", key, "' (expected ",
-        [&] {
-          std::string names;
-          for (const auto& [k, _] : defaults.items()) names += (names.empty() ? "" : ", ") + k;
-          return names;
-        }(),
-        ")");
-    RETAIN_CHECK(key == "key_alphabet" ? value.is_string() : value.is_number_integer(), where,
-                 ": task spec key '", key, "' needs ",
-                 key == "key_alphabet" ? "a string" : "an integer", ", found ", value.dump());
-  }
-  auto get = [&](const char* key, int64_t fallback) { return j.value(key, fallback); };
-  spec.key_chars = get("key_chars", spec.key_chars);
-  spec.key_alphabet = j.value("key_alphabet", spec.key_alphabet);
-  spec.value_digits = get("value_digits", spec.value_digits);
-  spec.kv_facts = get("kv_facts", spec.kv_facts);
-  spec.multi_facts = get("multi_facts", spec.multi_facts);
-  spec.multi_questions = get("multi_questions", spec.multi_questions);
-  spec.multi_facts_max = get("multi_facts_max", spec.multi_facts_max);
-  spec.var_hops = get("var_hops", spec.var_hops);
-  spec.validate(where);
-  return spec;
+  // Whatever the checks below miss still fails as retain::Error naming the file.
+  return with_json_errors(where, [&]() -> SyntheticSpec {
+    SyntheticSpec spec;
+    RETAIN_CHECK(j.is_object(), where, ": the task spec must be a map, found ", j.dump());
+    const Json defaults = spec.to_json();
+    for (const auto& [key, value] : j.items()) {
+      RETAIN_CHECK(
+          defaults.contains(key), where, ": unknown task spec key '", key, "' (expected ",
+          [&] {
+            std::string names;
+            for (const auto& [k, _] : defaults.items()) names += (names.empty() ? "" : ", ") + k;
+            return names;
+          }(),
+          ")");
+      RETAIN_CHECK(key == "key_alphabet" ? value.is_string() : value.is_number_integer(), where,
+                   ": task spec key '", key, "' needs ",
+                   key == "key_alphabet" ? "a string" : "an integer", ", found ", value.dump());
+    }
+    auto get = [&](const char* key, int64_t fallback) { return j.value(key, fallback); };
+    spec.key_chars = get("key_chars", spec.key_chars);
+    spec.key_alphabet = j.value("key_alphabet", spec.key_alphabet);
+    spec.value_digits = get("value_digits", spec.value_digits);
+    spec.kv_facts = get("kv_facts", spec.kv_facts);
+    spec.multi_facts = get("multi_facts", spec.multi_facts);
+    spec.multi_questions = get("multi_questions", spec.multi_questions);
+    spec.multi_facts_max = get("multi_facts_max", spec.multi_facts_max);
+    spec.var_hops = get("var_hops", spec.var_hops);
+    spec.validate(where);
+    return spec;
+  });
 }
 
 void SyntheticSpec::validate(const std::string& where) const {
@@ -268,22 +271,25 @@ Json synthetic_to_json(const SyntheticExample& example) {
 }
 
 SyntheticExample synthetic_from_json(const Json& j, const std::string& where) {
-  auto text = [&](const Json& obj, const char* key, const std::string& at) {
-    RETAIN_CHECK(obj.is_object() && obj.contains(key) && obj[key].is_string(), at,
-                 ": expected a string field '", key, "'");
-    return obj[key].get<std::string>();
-  };
-  SyntheticExample ex;
-  ex.id = text(j, "id", where);
-  ex.task = text(j, "task", where);
-  ex.context = text(j, "context", where);
-  RETAIN_CHECK(j.contains("turns") && j["turns"].is_array() && !j["turns"].empty(), where,
-               ": expected a non-empty array field 'turns'");
-  for (size_t t = 0; t < j["turns"].size(); ++t) {
-    const std::string at = str_cat(where, ": turns[", t, "]");
-    ex.turns.emplace_back(text(j["turns"][t], "question", at), text(j["turns"][t], "answer", at));
-  }
-  return ex;
+  // Whatever the checks below miss still fails as retain::Error naming the file.
+  return with_json_errors(where, [&]() -> SyntheticExample {
+    auto text = [&](const Json& obj, const char* key, const std::string& at) {
+      RETAIN_CHECK(obj.is_object() && obj.contains(key) && obj[key].is_string(), at,
+                   ": expected a string field '", key, "'");
+      return obj[key].get<std::string>();
+    };
+    SyntheticExample ex;
+    ex.id = text(j, "id", where);
+    ex.task = text(j, "task", where);
+    ex.context = text(j, "context", where);
+    RETAIN_CHECK(j.contains("turns") && j["turns"].is_array() && !j["turns"].empty(), where,
+                 ": expected a non-empty array field 'turns'");
+    for (size_t t = 0; t < j["turns"].size(); ++t) {
+      const std::string at = str_cat(where, ": turns[", t, "]");
+      ex.turns.emplace_back(text(j["turns"][t], "question", at), text(j["turns"][t], "answer", at));
+    }
+    return ex;
+  });
 }
 
 }  // namespace retain

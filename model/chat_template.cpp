@@ -219,41 +219,44 @@ bool has_chat_template(const fs::path& model_dir) {
 }
 
 ChatTemplate load_chat_template(const fs::path& model_dir, const std::string& override_name) {
-  ChatTemplate t{ChatFormat::kChatML, "", ""};
-  fs::path config_path = model_dir / "tokenizer_config.json";
-  std::string jinja;
-  if (fs::exists(config_path)) {
-    Json c = read_json_file(config_path);
-    auto token_text = [&](const char* key) -> std::string {
-      if (!c.contains(key) || c[key].is_null()) return "";
-      if (c[key].is_object()) return c[key].value("content", "");
-      return c[key].is_string() ? c[key].get<std::string>() : "";
-    };
-    t.bos_token = token_text("bos_token");
-    t.eos_token = token_text("eos_token");
-    if (c.contains("chat_template") && c["chat_template"].is_string()) {
-      jinja = c["chat_template"].get<std::string>();
-    } else if (c.contains("chat_template") && c["chat_template"].is_array()) {
-      for (const auto& entry : c["chat_template"])  // named templates: take "default"
-        if (entry.value("name", "") == "default") jinja = entry.value("template", "");
+  // Whatever the checks below miss still fails as retain::Error naming the file.
+  return with_json_errors((model_dir / "tokenizer_config.json").string(), [&]() -> ChatTemplate {
+    ChatTemplate t{ChatFormat::kChatML, "", ""};
+    fs::path config_path = model_dir / "tokenizer_config.json";
+    std::string jinja;
+    if (fs::exists(config_path)) {
+      Json c = read_json_file(config_path);
+      auto token_text = [&](const char* key) -> std::string {
+        if (!c.contains(key) || c[key].is_null()) return "";
+        if (c[key].is_object()) return c[key].value("content", "");
+        return c[key].is_string() ? c[key].get<std::string>() : "";
+      };
+      t.bos_token = token_text("bos_token");
+      t.eos_token = token_text("eos_token");
+      if (c.contains("chat_template") && c["chat_template"].is_string()) {
+        jinja = c["chat_template"].get<std::string>();
+      } else if (c.contains("chat_template") && c["chat_template"].is_array()) {
+        for (const auto& entry : c["chat_template"])  // named templates: take "default"
+          if (entry.value("name", "") == "default") jinja = entry.value("template", "");
+      }
     }
-  }
-  if (jinja.empty() && fs::exists(model_dir / "chat_template.jinja"))
-    jinja = read_text_file(model_dir / "chat_template.jinja");
-  if (!override_name.empty()) {
-    t.format = chat_format_from_name(override_name);
+    if (jinja.empty() && fs::exists(model_dir / "chat_template.jinja"))
+      jinja = read_text_file(model_dir / "chat_template.jinja");
+    if (!override_name.empty()) {
+      t.format = chat_format_from_name(override_name);
+      return t;
+    }
+    RETAIN_CHECK(!jinja.empty(), model_dir.string(),
+                 ": no chat template (tokenizer_config.json has no chat_template and there is no "
+                 "chat_template.jinja); pass --no-chat, or --chat-template NAME to pick one");
+    auto format = identify_chat_template(jinja);
+    RETAIN_CHECK(
+        format.has_value(), model_dir.string(),
+        ": the chat template is not one retain knows (llama3, llama3.1, chatml, qwen2, qwen2.5, "
+        "qwen3, mistral, llama2); pass --chat-template NAME to choose one, or --no-chat");
+    t.format = *format;
     return t;
-  }
-  RETAIN_CHECK(!jinja.empty(), model_dir.string(),
-               ": no chat template (tokenizer_config.json has no chat_template and there is no "
-               "chat_template.jinja); pass --no-chat, or --chat-template NAME to pick one");
-  auto format = identify_chat_template(jinja);
-  RETAIN_CHECK(
-      format.has_value(), model_dir.string(),
-      ": the chat template is not one retain knows (llama3, llama3.1, chatml, qwen2, qwen2.5, "
-      "qwen3, mistral, llama2); pass --chat-template NAME to choose one, or --no-chat");
-  t.format = *format;
-  return t;
+  });
 }
 
 }  // namespace retain

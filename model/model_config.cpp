@@ -152,76 +152,80 @@ c10::ScalarType parse_dtype_name(const std::string& name, const std::string& whe
 }
 
 ModelConfig ModelConfig::from_json(const Json& j, const std::string& where) {
-  RETAIN_CHECK(j.is_object(), where, ": expected a JSON object");
-  ModelConfig c;
-  c.model_type = json_get<std::string>(j, "model_type", where);
-  RETAIN_CHECK(kSupportedTypes.count(c.model_type), where, ": model_type '", c.model_type,
-               "' is not supported (expected llama, mistral, qwen2 or qwen3)");
-  for (const char* key :
-       {"quantization_config", "vision_config", "num_experts", "num_local_experts"})
-    RETAIN_CHECK(!j.contains(key) || j[key].is_null(), where, ": '", key, "' is not supported");
-  if (auto tp = json_get_optional<int64_t>(j, "pretraining_tp", where))
-    RETAIN_CHECK(*tp == 1, where, ": pretraining_tp ", *tp, " is not supported (only 1)");
+  // Whatever the checks below miss still fails as retain::Error naming the file.
+  return with_json_errors(where, [&]() -> ModelConfig {
+    RETAIN_CHECK(j.is_object(), where, ": expected a JSON object");
+    ModelConfig c;
+    c.model_type = json_get<std::string>(j, "model_type", where);
+    RETAIN_CHECK(kSupportedTypes.count(c.model_type), where, ": model_type '", c.model_type,
+                 "' is not supported (expected llama, mistral, qwen2 or qwen3)");
+    for (const char* key :
+         {"quantization_config", "vision_config", "num_experts", "num_local_experts"})
+      RETAIN_CHECK(!j.contains(key) || j[key].is_null(), where, ": '", key, "' is not supported");
+    if (auto tp = json_get_optional<int64_t>(j, "pretraining_tp", where))
+      RETAIN_CHECK(*tp == 1, where, ": pretraining_tp ", *tp, " is not supported (only 1)");
 
-  c.vocab_size = json_get<int64_t>(j, "vocab_size", where);
-  c.hidden_size = json_get<int64_t>(j, "hidden_size", where);
-  c.intermediate_size = json_get<int64_t>(j, "intermediate_size", where);
-  c.num_layers = json_get<int64_t>(j, "num_hidden_layers", where);
-  c.num_heads = json_get<int64_t>(j, "num_attention_heads", where);
-  c.num_kv_heads =
-      json_get_optional<int64_t>(j, "num_key_value_heads", where).value_or(c.num_heads);
-  for (auto [name, value] : {std::pair{"vocab_size", c.vocab_size},
-                             {"hidden_size", c.hidden_size},
-                             {"intermediate_size", c.intermediate_size},
-                             {"num_hidden_layers", c.num_layers},
-                             {"num_attention_heads", c.num_heads},
-                             {"num_key_value_heads", c.num_kv_heads}})
-    RETAIN_CHECK(value > 0, where, ": ", name, " must be positive, found ", value);
-  RETAIN_CHECK(c.num_heads % c.num_kv_heads == 0, where, ": num_attention_heads ", c.num_heads,
-               " is not a multiple of num_key_value_heads ", c.num_kv_heads);
-  auto head_dim = json_get_optional<int64_t>(j, "head_dim", where);
-  if (!head_dim) {
-    RETAIN_CHECK(c.hidden_size % c.num_heads == 0, where, ": hidden_size ", c.hidden_size,
-                 " is not a multiple of num_attention_heads ", c.num_heads,
-                 " and head_dim is absent");
-    head_dim = c.hidden_size / c.num_heads;
-  }
-  c.head_dim = *head_dim;
-  RETAIN_CHECK(c.head_dim > 0 && c.head_dim % 2 == 0, where,
-               ": head_dim must be a positive even number, found ", c.head_dim);
-  c.max_position_embeddings =
-      json_get_optional<int64_t>(j, "max_position_embeddings", where).value_or(2048);
-  c.rms_norm_eps = json_get_optional<double>(j, "rms_norm_eps", where).value_or(1e-6);
-  c.hidden_act = json_get_optional<std::string>(j, "hidden_act", where).value_or("silu");
-  c.activation = parse_activation(c.hidden_act, where);
-  c.tie_word_embeddings = json_get_optional<bool>(j, "tie_word_embeddings", where).value_or(false);
+    c.vocab_size = json_get<int64_t>(j, "vocab_size", where);
+    c.hidden_size = json_get<int64_t>(j, "hidden_size", where);
+    c.intermediate_size = json_get<int64_t>(j, "intermediate_size", where);
+    c.num_layers = json_get<int64_t>(j, "num_hidden_layers", where);
+    c.num_heads = json_get<int64_t>(j, "num_attention_heads", where);
+    c.num_kv_heads =
+        json_get_optional<int64_t>(j, "num_key_value_heads", where).value_or(c.num_heads);
+    for (auto [name, value] : {std::pair{"vocab_size", c.vocab_size},
+                               {"hidden_size", c.hidden_size},
+                               {"intermediate_size", c.intermediate_size},
+                               {"num_hidden_layers", c.num_layers},
+                               {"num_attention_heads", c.num_heads},
+                               {"num_key_value_heads", c.num_kv_heads}})
+      RETAIN_CHECK(value > 0, where, ": ", name, " must be positive, found ", value);
+    RETAIN_CHECK(c.num_heads % c.num_kv_heads == 0, where, ": num_attention_heads ", c.num_heads,
+                 " is not a multiple of num_key_value_heads ", c.num_kv_heads);
+    auto head_dim = json_get_optional<int64_t>(j, "head_dim", where);
+    if (!head_dim) {
+      RETAIN_CHECK(c.hidden_size % c.num_heads == 0, where, ": hidden_size ", c.hidden_size,
+                   " is not a multiple of num_attention_heads ", c.num_heads,
+                   " and head_dim is absent");
+      head_dim = c.hidden_size / c.num_heads;
+    }
+    c.head_dim = *head_dim;
+    RETAIN_CHECK(c.head_dim > 0 && c.head_dim % 2 == 0, where,
+                 ": head_dim must be a positive even number, found ", c.head_dim);
+    c.max_position_embeddings =
+        json_get_optional<int64_t>(j, "max_position_embeddings", where).value_or(2048);
+    c.rms_norm_eps = json_get_optional<double>(j, "rms_norm_eps", where).value_or(1e-6);
+    c.hidden_act = json_get_optional<std::string>(j, "hidden_act", where).value_or("silu");
+    c.activation = parse_activation(c.hidden_act, where);
+    c.tie_word_embeddings =
+        json_get_optional<bool>(j, "tie_word_embeddings", where).value_or(false);
 
-  // Which projections carry a bias is fixed per family in transformers' model code.
-  if (c.model_type == "llama" || c.model_type == "qwen3") {
-    bool bias = json_get_optional<bool>(j, "attention_bias", where).value_or(false);
-    c.qkv_bias = bias;
-    c.o_bias = bias;
-  } else if (c.model_type == "qwen2") {
-    c.qkv_bias = true;
-  }
-  if (c.model_type == "llama")
-    c.mlp_bias = json_get_optional<bool>(j, "mlp_bias", where).value_or(false);
-  c.qk_norm = c.model_type == "qwen3";
+    // Which projections carry a bias is fixed per family in transformers' model code.
+    if (c.model_type == "llama" || c.model_type == "qwen3") {
+      bool bias = json_get_optional<bool>(j, "attention_bias", where).value_or(false);
+      c.qkv_bias = bias;
+      c.o_bias = bias;
+    } else if (c.model_type == "qwen2") {
+      c.qkv_bias = true;
+    }
+    if (c.model_type == "llama")
+      c.mlp_bias = json_get_optional<bool>(j, "mlp_bias", where).value_or(false);
+    c.qk_norm = c.model_type == "qwen3";
 
-  c.rope = parse_rope(j, c.max_position_embeddings, where);
-  c.sliding_window = parse_sliding_window(j, c, where);
+    c.rope = parse_rope(j, c.max_position_embeddings, where);
+    c.sliding_window = parse_sliding_window(j, c, where);
 
-  if (j.contains("eos_token_id") && !j["eos_token_id"].is_null()) {
-    if (j["eos_token_id"].is_array())
-      c.eos_token_ids = json_get<std::vector<int64_t>>(j, "eos_token_id", where);
-    else
-      c.eos_token_ids = {json_get<int64_t>(j, "eos_token_id", where)};
-  }
-  c.bos_token_id = json_get_optional<int64_t>(j, "bos_token_id", where);
-  auto dtype = json_get_optional<std::string>(j, "dtype", where);
-  if (!dtype) dtype = json_get_optional<std::string>(j, "torch_dtype", where);
-  if (dtype) c.dtype = parse_dtype_name(*dtype, where);
-  return c;
+    if (j.contains("eos_token_id") && !j["eos_token_id"].is_null()) {
+      if (j["eos_token_id"].is_array())
+        c.eos_token_ids = json_get<std::vector<int64_t>>(j, "eos_token_id", where);
+      else
+        c.eos_token_ids = {json_get<int64_t>(j, "eos_token_id", where)};
+    }
+    c.bos_token_id = json_get_optional<int64_t>(j, "bos_token_id", where);
+    auto dtype = json_get_optional<std::string>(j, "dtype", where);
+    if (!dtype) dtype = json_get_optional<std::string>(j, "torch_dtype", where);
+    if (dtype) c.dtype = parse_dtype_name(*dtype, where);
+    return c;
+  });
 }
 
 ModelConfig ModelConfig::load(const fs::path& model_dir) {

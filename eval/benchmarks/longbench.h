@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/json.h"
+#include "eval/benchmarks/prompt_format.h"
 #include "eval/sweep.h"
 #include "model/prompt.h"
 
@@ -49,16 +50,5 @@ int run_longbench_eval(const LongBenchOptions& options);
 // `eval score` both score with it.
 Json longbench_metrics(const std::vector<Json>& records, bool e,
                        const std::function<std::string(size_t)>& where);
-
-// The filled template text after {context} ("" when the template has no {context}): what
-// --protect-question keeps.
-std::string question_part(const std::string& templ,
-                          const std::map<std::string, std::string>& fields,
-                          const std::string& where);
-
-// Python's str.format with named fields only ({name}, {{ and }}); unknown fields are an error.
-std::string format_prompt(const std::string& templ,
-                          const std::map<std::string, std::string>& fields,
-                          const std::string& where);
 
 }  // namespace retain

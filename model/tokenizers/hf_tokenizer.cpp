@@ -47,8 +47,12 @@ size_t whitespace_before(std::string_view text, size_t end) {
 }  // namespace
 
 HfTokenizer::HfTokenizer(const fs::path& model_dir) {
-  fs::path path = model_dir / "tokenizer.json";
-  where_ = path.string();
+  where_ = (model_dir / "tokenizer.json").string();
+  with_json_errors(where_, [&] { load(model_dir); });
+}
+
+void HfTokenizer::load(const fs::path& model_dir) {
+  const fs::path path = model_dir / "tokenizer.json";
   Json j = read_json_file(path);
   RETAIN_CHECK(j.is_object(), where_, ": expected a JSON object");
   RETAIN_CHECK(j.contains("model"), where_, ": missing 'model'");

@@ -45,6 +45,8 @@ class HfTokenizer : public Tokenizer {
     int64_t added_id;  // -1: ordinary text
     bool at_start;
   };
+  // The constructor's work; JSON library errors become retain::Error naming the file.
+  void load(const fs::path& model_dir);
   // Splits `segment` (ordinary text) around the added tokens with `normalized == normalized`.
   void split_added(const Segment& segment, bool normalized, std::vector<Segment>& out) const;
   std::optional<int64_t> resolve_token(const Json& value, const std::string& where) const;
