@@ -84,6 +84,18 @@ Json read_manifest(const fs::path& step_dir) {
   return manifest;
 }
 
+int64_t remove_interrupted_writes(const fs::path& run_dir) {
+  if (!fs::is_directory(run_dir)) return 0;
+  std::vector<fs::path> stale;
+  for (const auto& e : fs::directory_iterator(run_dir)) {
+    const auto name = e.path().filename().string();
+    if (e.is_directory() && name.rfind(".step-", 0) == 0 && name.find(".tmp.") != std::string::npos)
+      stale.push_back(e.path());
+  }
+  for (const auto& dir : stale) fs::remove_all(dir);
+  return static_cast<int64_t>(stale.size());
+}
+
 void prune_step_dirs(const fs::path& run_dir, int64_t keep) {
   if (keep <= 0) return;
   auto steps = complete_steps(run_dir);

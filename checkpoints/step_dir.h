@@ -24,6 +24,10 @@ std::optional<fs::path> latest_step_dir(const fs::path& run_dir);
 // Reads and verifies a step directory's manifest (files present, sizes and hashes equal).
 Json read_manifest(const fs::path& step_dir);
 
+// Removes the temp directories (.step-N.tmp.PID) of writes that a kill interrupted; returns how
+// many. Only the process that writes checkpoints may call it (rank 0), before it writes any.
+int64_t remove_interrupted_writes(const fs::path& run_dir);
+
 // Removes all but the newest `keep` complete step directories (keep <= 0: keep all).
 void prune_step_dirs(const fs::path& run_dir, int64_t keep);
 

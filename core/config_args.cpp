@@ -22,8 +22,11 @@ std::vector<std::string> config_file_args(
   RETAIN_CHECK(root.IsMap(), path, ": expected a map of flag names to values");
   std::vector<std::string> args;
   for (const auto& item : root) {
-    const std::string key = item.first.as<std::string>();
     const std::string at = str_cat(path, " line ", item.first.Mark().line + 1);
+    // A complex key (`? {a: b}: c`) is valid YAML but names no flag.
+    RETAIN_CHECK(item.first.IsScalar(), at, ": expected a flag name as the key, found a ",
+                 item.first.IsMap() ? "map" : "list");
+    const std::string key = item.first.as<std::string>();
     auto flag = lookup(key);
     RETAIN_CHECK(flag.has_value(), at, ": unknown key '", key, "' for this command; did you mean '",
                  closest_name(key, names), "'?");

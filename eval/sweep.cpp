@@ -2,7 +2,13 @@
 
 #include <ATen/Parallel.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <sstream>
 
 #include "checkpoints/gate_file.h"
 #include "core/device.h"
@@ -59,7 +65,17 @@ std::vector<SweepCell> sweep_cells(const std::vector<std::string>& policies,
 PredictionLog::PredictionLog(const fs::path& path, std::function<std::string(const Json&)> key)
     : key_(std::move(key)) {
   if (fs::exists(path)) {
-    std::ifstream in(path);
+    std::string text = read_text_file(path);
+    // Lines are written whole (one write each), so only a crash of the machine can leave a last
+    // line without its newline: drop it, and redo that prediction.
+    const size_t complete = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
+    if (complete < text.size()) {
+      log_warn(path.string(), ": dropping an incomplete last line (", text.size() - complete,
+               " bytes) left by an interrupted write");
+      fs::resize_file(path, complete);
+      text.resize(complete);
+    }
+    std::istringstream in(text);
     std::string line;
     for (int64_t n = 1; std::getline(in, line); ++n) {
       if (line.empty()) continue;
@@ -69,8 +85,13 @@ PredictionLog::PredictionLog(const fs::path& path, std::function<std::string(con
     if (!done_.empty())
       log_info("resuming: ", done_.size(), " predictions already in ", path.string());
   }
-  out_.open(path, std::ios::app);
-  RETAIN_CHECK(out_.good(), path.string(), ": cannot open for appending");
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  RETAIN_CHECK(fd_ >= 0, path.string(), ": cannot open for appending");
+  path_ = path.string();
+}
+
+PredictionLog::~PredictionLog() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 const Json* PredictionLog::find(const std::string& key) const {
@@ -79,8 +100,16 @@ const Json* PredictionLog::find(const std::string& key) const {
 }
 
 void PredictionLog::append(const Json& record) {
-  // One flushed line per prediction: a kill loses at most the line being written.
-  out_ << record.dump() << std::endl;
+  // One write(2) per line: a process killed at any moment leaves whole lines only (a regular
+  // file's write is not cut short by a signal), so a resumed run never meets a torn record.
+  const std::string line = record.dump() + "\n";
+  size_t done = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    RETAIN_CHECK(n > 0, path_, ": write failed (", std::strerror(errno), ")");
+    done += static_cast<size_t>(n);
+  }
 }
 
 fs::path start_run_dir(const std::string& out, const Json& config) {

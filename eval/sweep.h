@@ -64,6 +64,9 @@ class PredictionLog {
  public:
   // `key` maps a record to its identity (policy, budget and the example).
   PredictionLog(const fs::path& path, std::function<std::string(const Json&)> key);
+  ~PredictionLog();
+  PredictionLog(const PredictionLog&) = delete;
+  PredictionLog& operator=(const PredictionLog&) = delete;
   const Json* find(const std::string& key) const;
   void append(const Json& record);
   size_t resumed() const { return done_.size(); }
@@ -71,7 +74,8 @@ class PredictionLog {
  private:
   std::function<std::string(const Json&)> key_;
   std::map<std::string, Json> done_;
-  std::ofstream out_;
+  std::string path_;
+  int fd_ = -1;
 };
 
 // --protect-question: the index of the question's first token in the encoded `text` (with_bos:

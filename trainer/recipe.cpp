@@ -195,6 +195,9 @@ std::vector<std::string> schema_keys() {
 void check_keys(const YAML::Node& node, const std::string& prefix,
                 const std::set<std::string>& known, const std::string& where) {
   for (const auto& item : node) {
+    // A complex key (`? {a: b}: c`) is valid YAML but names no recipe key.
+    RETAIN_CHECK(item.first.IsScalar(), where, ": line ", item.first.Mark().line + 1,
+                 ": expected a key name, found a ", item.first.IsMap() ? "map" : "list");
     std::string key =
         prefix.empty() ? item.first.as<std::string>() : prefix + "." + item.first.as<std::string>();
     if (known.count(key)) continue;

@@ -48,6 +48,10 @@ void Trainer::save_checkpoint(int64_t step) {
 }
 
 int64_t Trainer::restore() {
+  if (leader())
+    if (const int64_t n = remove_interrupted_writes(s_.run_dir))
+      log_warn(s_.run_dir.string(), ": removed ", n,
+               " checkpoint write(s) a kill interrupted (no manifest, never used)");
   std::optional<fs::path> dir;
   if (s_.resume == "auto")
     dir = latest_step_dir(s_.run_dir);

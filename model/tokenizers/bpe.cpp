@@ -40,6 +40,10 @@ BpeModel::BpeModel(const Json& model, const std::string& where) {
                  "' must be a non-negative integer");
     max_id = std::max(max_id, id.get<int64_t>());
   }
+  // Ids index a table (and an embedding): they may have gaps, not run far past the vocabulary.
+  const auto entries = static_cast<int64_t>(vocab.size());
+  RETAIN_CHECK(max_id < std::min<int64_t>(2 * entries + 65536, INT32_MAX), ctx, ": vocab id ",
+               max_id, " is far beyond the ", entries, " entries of the vocabulary");
   id_to_token_.resize(static_cast<size_t>(max_id + 1));
   for (const auto& [token, id] : vocab.items()) {
     vocab_[token] = static_cast<int32_t>(id.get<int64_t>());

@@ -74,6 +74,8 @@ void HfTokenizer::load(const fs::path& model_dir) {
                    json_get_optional<bool>(t, "single_word", ctx).value_or(false),
                    json_get_optional<bool>(t, "normalized", ctx).value_or(true)};
       RETAIN_CHECK(!a.content.empty(), ctx, ": token ", a.id, " has empty content");
+      RETAIN_CHECK(a.id >= 0 && a.id < INT32_MAX, ctx, ": token '", a.content, "' has id ", a.id,
+                   " (expected 0 .. 2^31 - 2)");
       added_by_id_[a.id] = added_.size();
       added_by_content_[a.content] = added_.size();
       vocab_size_ = std::max(vocab_size_, a.id + 1);
