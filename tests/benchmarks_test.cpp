@@ -15,6 +15,7 @@
 #include "eval/budgeted_cache.h"
 #include "eval/cache_factory.h"
 #include "eval/perplexity.h"
+#include "eval/sweep.h"
 #include "eviction_fixtures.h"
 #include "model/decoder.h"
 #include "model/generate.h"
@@ -26,6 +27,22 @@ namespace retain {
 namespace {
 
 using namespace eviction_testing;
+
+// A machine crash can leave predictions.jsonl's last line without its newline: resuming drops
+// it (that prediction is redone) and keeps every whole line.
+TEST(PredictionLog, ResumesFromWholeLinesAndDropsATornLastOne) {
+  testing::TempDir dir;
+  const fs::path path = dir / "predictions.jsonl";
+  write_text_file_atomic(path, "{\"id\": \"a\"}\n{\"id\": \"b\"}\n{\"id\": \"c");
+  {
+    PredictionLog log(path, [](const Json& j) { return j.at("id").get<std::string>(); });
+    EXPECT_EQ(log.resumed(), 2u);
+    EXPECT_NE(log.find("b"), nullptr);
+    EXPECT_EQ(log.find("c"), nullptr);
+    log.append({{"id", "c"}});
+  }
+  EXPECT_EQ(read_text_file(path), "{\"id\": \"a\"}\n{\"id\": \"b\"}\n{\"id\":\"c\"}\n");
+}
 
 TEST(Synthetic, TasksAreSeededAndHoldTheirAnswers) {
   for (const auto& task : synthetic_task_names()) {

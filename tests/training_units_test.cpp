@@ -161,6 +161,10 @@ TEST(StepDirs, AtomicVerifiedAndPruned) {
   // A file changed after the write is caught.
   std::ofstream(run / "step-5" / "state.txt") << "FIVE";
   EXPECT_ERROR_CONTAINS(read_manifest(run / "step-5"), "does not match the manifest");
+  // A write a kill interrupted leaves its temp directory; a resuming run removes it.
+  fs::create_directories(run / ".step-8.tmp.12345");
+  EXPECT_EQ(remove_interrupted_writes(run), 1);
+  EXPECT_FALSE(fs::exists(run / ".step-8.tmp.12345"));
   prune_step_dirs(run, 1);
   EXPECT_FALSE(fs::exists(run / "step-5"));
   EXPECT_TRUE(fs::exists(run / "step-7"));
