@@ -15,16 +15,16 @@ void register_bench_tokenize(CLI::App* bench, Commands& commands) {
   auto* cmd = bench->add_subcommand("tokenize", "tokenizer encode throughput");
   cmd->add_option("--model", o->model_dir, "model directory")->required();
   cmd->add_option("--file", o->file, "UTF-8 text file")->required();
-  cmd->add_option("--repeat", o->repeat)->capture_default_str();
+  cmd->add_option("--repeat", o->repeat)->check(kPositive)->capture_default_str();
   commands.add(cmd, [o] { return run_bench_tokenize_command(*o); });
 }
 
 void register_bench_kernels(CLI::App* bench, Commands& commands) {
   auto o = std::make_shared<BenchKernelsOptions>();
   auto* cmd = bench->add_subcommand("kernels", "CUDA kernels vs SDPA / bandwidth");
-  cmd->add_option("--seq", o->seqs, "attention lengths")->capture_default_str();
-  cmd->add_option("--decode-len", o->decode_len)->capture_default_str();
-  cmd->add_option("--iters", o->iters)->capture_default_str();
+  cmd->add_option("--seq", o->seqs, "attention lengths")->check(kPositive)->capture_default_str();
+  cmd->add_option("--decode-len", o->decode_len)->check(kPositive)->capture_default_str();
+  cmd->add_option("--iters", o->iters)->check(kPositive)->capture_default_str();
   commands.add(cmd, [o] { return run_bench_kernels_command(*o); });
 }
 
@@ -33,16 +33,19 @@ void register_bench_decode(CLI::App* bench, Commands& commands) {
   auto* cmd = bench->add_subcommand(
       "decode", "batched long-context generation under a policy: tokens/s, KV bytes, roofline");
   add_bench_model_flags(cmd, o->model);
-  cmd->add_option("--context", o->context, "prompt tokens per sequence")->capture_default_str();
+  cmd->add_option("--context", o->context, "prompt tokens per sequence")
+      ->check(kPositive)
+      ->capture_default_str();
   cmd->add_option("--budget", o->budget,
                   "KV entries per head (>= 1) or a fraction of the prompt (< 1)")
       ->capture_default_str();
-  cmd->add_option("--batch", o->batch)->capture_default_str();
-  cmd->add_option("--new-tokens", o->new_tokens)->capture_default_str();
+  cmd->add_option("--batch", o->batch)->check(kPositive)->capture_default_str();
+  cmd->add_option("--new-tokens", o->new_tokens)->check(kPositive)->capture_default_str();
   cmd->add_option("--policy", o->policy,
                   "eviction policy, name:key=value,... (`retain policies` lists them)")
       ->capture_default_str();
   cmd->add_option("--chunk", o->chunk, "prefill chunk in tokens (0: whole prompt)")
+      ->check(kNonNegative)
       ->capture_default_str();
   cmd->add_option("--decode", o->decode,
                   "decode steps: auto (CUDA graphs where the policy allows), eager or static")
@@ -57,18 +60,20 @@ void register_bench_train(CLI::App* bench, Commands& commands) {
   auto* cmd = bench->add_subcommand(
       "train", "one gate-training step at long context: tokens/s, MFU, memory, time split");
   add_bench_model_flags(cmd, o->model);
-  cmd->add_option("--seq", o->seq, "tokens per sequence")->capture_default_str();
-  cmd->add_option("--batch", o->batch)->capture_default_str();
+  cmd->add_option("--seq", o->seq, "tokens per sequence")->check(kPositive)->capture_default_str();
+  cmd->add_option("--batch", o->batch)->check(kPositive)->capture_default_str();
   cmd->add_option("--gates", o->gates, "mlp2 | mlp3")->capture_default_str();
-  cmd->add_option("--gate-width", o->gate_width)->capture_default_str();
-  cmd->add_option("--memory", o->memory, "capacity budget M")->capture_default_str();
-  cmd->add_option("--logit-block", o->logit_block)->capture_default_str();
+  cmd->add_option("--gate-width", o->gate_width)->check(kPositive)->capture_default_str();
+  cmd->add_option("--memory", o->memory, "capacity budget M")
+      ->check(kPositive)
+      ->capture_default_str();
+  cmd->add_option("--logit-block", o->logit_block)->check(kPositive)->capture_default_str();
   cmd->add_option("--checkpointing", o->checkpointing,
                   "recompute student layers in the backward pass (true | false)")
       ->capture_default_str();
   cmd->add_option("--attention", o->attention, "kernel | reference")->capture_default_str();
-  cmd->add_option("--iters", o->iters)->capture_default_str();
-  cmd->add_option("--warmup", o->warmup)->capture_default_str();
+  cmd->add_option("--iters", o->iters)->check(kPositive)->capture_default_str();
+  cmd->add_option("--warmup", o->warmup)->check(kNonNegative)->capture_default_str();
   cmd->add_flag("--json", o->json, "one JSON object instead of the table");
   commands.add(cmd, [o] { return run_bench_train_command(*o); });
 }

@@ -41,6 +41,7 @@ void register_synth(CLI::App& app, Commands& commands) {
   cmd->add_option("--heldout-tasks", lists->heldout_tasks, "kv,vars,needle,multi")
       ->capture_default_str();
   cmd->add_option("--heldout-count", o->heldout_count, "held-out examples per task")
+      ->check(kNonNegative)
       ->capture_default_str();
   cmd->add_option("--heldout-words", lists->heldout_words, "held-out context words")
       ->capture_default_str();
@@ -58,6 +59,7 @@ void register_synth(CLI::App& app, Commands& commands) {
       ->capture_default_str();
   cmd->add_option("--vocab-size", o->vocab_size,
                   "train a SentencePiece BPE tokenizer of at most N pieces (0: none)")
+      ->check(kNonNegative)
       ->capture_default_str();
   cmd->add_flag("--force", o->force, "replace an existing output directory");
   commands.add(cmd, [o, lists] {
@@ -97,8 +99,11 @@ void register_prep(CLI::App& app, Commands& commands) {
   cmd->add_option("--field", o->field, "jsonl field holding the text")->capture_default_str();
   cmd->add_option("--label-spans", o->label_spans,
                   "jsonl field of [begin, end] byte ranges: only their tokens are labels");
-  cmd->add_option("--shard-tokens", o->shard_tokens, "tokens per shard")->capture_default_str();
-  cmd->add_option("--max-docs", o->max_docs, "stop after N documents (0: all)");
+  cmd->add_option("--shard-tokens", o->shard_tokens, "tokens per shard")
+      ->check(kPositive)
+      ->capture_default_str();
+  cmd->add_option("--max-docs", o->max_docs, "stop after N documents (0: all)")
+      ->check(kNonNegative);
   commands.add(cmd, [o] {
     run_prep(*o);
     return 0;

@@ -21,8 +21,9 @@ void register_ppl(CLI::App* eval, Commands& commands) {
   auto* cmd = eval->add_subcommand("ppl", "perplexity of a text file");
   add_model_flags(cmd, o->model);
   cmd->add_option("--text", o->text_file, "UTF-8 text file")->required();
-  cmd->add_option("--max-length", o->max_length, "window length (0: whole text)");
-  cmd->add_option("--stride", o->stride, "window stride (0: max-length)");
+  cmd->add_option("--max-length", o->max_length, "window length (0: whole text)")
+      ->check(kNonNegative);
+  cmd->add_option("--stride", o->stride, "window stride (0: max-length)")->check(kNonNegative);
   // Without --policy: the full cache in sliding windows; with: each policy's streamed cache
   // (--budget below 1 is a fraction of the text: 0.3 = 70% eviction).
   add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out_dir, nullptr, "");
@@ -48,7 +49,9 @@ void register_synthetic(CLI::App* eval, Commands& commands) {
   cmd->add_option("--count", o->count, "examples per task")
       ->check(kPositive)
       ->capture_default_str();
-  cmd->add_option("--words", o->context_words, "context length in words")->capture_default_str();
+  cmd->add_option("--words", o->context_words, "context length in words")
+      ->check(kPositive)
+      ->capture_default_str();
   cmd->add_option("--seed", o->seed)->capture_default_str();
   cmd->add_option("--max-new-tokens", o->max_new_tokens)->check(kPositive)->capture_default_str();
   cmd->add_flag("--protect-question", o->protect_question,

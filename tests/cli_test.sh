@@ -238,6 +238,12 @@ check_error max-new-tokens-zero "--max-new-tokens: expected a number > 0, found 
   "$retain" eval synthetic --model "$synmodel" --data "$syn/heldout.jsonl" --max-new-tokens 0 --out "$work/numeric"
 check_error temperature-nan "--temperature: expected a number >= 0, found 'nan'" \
   "$retain" generate --model "$synmodel" --prompt hi --temperature nan
+check_error bench-batch-zero "--batch: expected a number > 0, found '0'" \
+  "$retain" bench decode --preset tiny --batch 0
+check_error words-negative "--words: expected a number > 0, found '-10'" \
+  "$retain" eval synthetic --model "$synmodel" --words -10 --out "$work/numeric"
+check_error shard-tokens-zero "--shard-tokens: expected a number > 0, found '0'" \
+  "$retain" prep --tokenizer "$synmodel" --input "$syn/heldout.jsonl" --shard-tokens 0 --out "$work/numeric"
 [ ! -e "$work/numeric" ] || { echo "FAIL a refused command line left $work/numeric behind"; failures=$((failures + 1)); }
 check_error eval-synthetic-bad-question-mode "--question-mode" \
   "$retain" eval synthetic --model "$synmodel" --data "$syn/heldout.jsonl" --question-mode drop --out "$work/synkeep2"
