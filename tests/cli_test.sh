@@ -121,7 +121,7 @@ PY
 done
 check bench-decode-table "$retain" bench decode --model "$model" --context 64 --budget 0.5 --batch 1 --new-tokens 4 --policy h2o
 grep -q "^roofline" "$work/out.txt" || { echo "FAIL bench decode table lacks the roofline line"; failures=$((failures + 1)); }
-check_error bench-decode-context "--context must be >= 1" "$retain" bench decode --preset tiny --arch qwen3 --context 0
+check_error bench-decode-context "--context: expected a number > 0, found '0'" "$retain" bench decode --preset tiny --arch qwen3 --context 0
 check_error bench-decode-policy "is not known" "$retain" bench decode --preset tiny --arch qwen3 --policy bogus
 check_error bench-decode-preset "needs --arch" "$retain" bench decode --preset tiny
 check_error bench-decode-both "excludes" "$retain" bench decode --preset tiny --model "$model"

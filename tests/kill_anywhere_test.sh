@@ -7,29 +7,23 @@
 # predictions.jsonl must hold whole JSON lines only, and the resumed scores must equal an
 # uninterrupted sweep's. Usage: kill_anywhere_test.sh RETAIN PYTHON WORKDIR
 set -uo pipefail
+# One thread per process: these runs share the 2 cores with the rest of make test.
+export OMP_NUM_THREADS=1
 retain="$1" python="$2" work="$3"
+source "$(cd "$(dirname "$0")" && pwd)/tiny_fixture.sh"
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 fail() { echo "FAIL $*"; exit 1; }
 # Seeded random delays in seconds, one per line.
 delays() { "$python" -c "import random; r = random.Random($1); print('\n'.join('%.2f' % r.uniform($2, $3) for _ in range($4)))"; }
 
-"$retain" init-model --arch qwen3 --preset tiny --seed 1 --out model 2>/dev/null || fail "init-model"
-"$python" - <<'PY'
-import json, random
-r = random.Random(1)
-words = "alpha beta gamma delta key value door cache the a of reads keeps".split()
-with open("docs.jsonl", "w") as f:
-    for _ in range(200):
-        f.write(json.dumps({"text": " ".join(r.choice(words) for _ in range(r.randint(10, 90)))}) + "\n")
-PY
-"$retain" prep --tokenizer model --input docs.jsonl --format jsonl --out shards 2>/dev/null || fail "prep"
+make_tiny_fixture "$retain" "$python" 1 200
 cat > recipe.yaml <<'YAML'
 model: {path: model}
 gates: {arch: mlp3, width: 16, bias_init: 3.0}
 loss: {memory: 8, logit_block_size: 64}
 data: {shards: shards, seq_len: 128}
 optim: {warmup_steps: 2, lr: 5.0e-3}
-train: {steps: 200, grad_accum: 2}
+train: {steps: 100, grad_accum: 2}
 checkpoint: {every: 1, keep_last_k: 3}
 YAML
 "$retain" train recipe.yaml run.dir=straight 2>/dev/null || fail "uninterrupted run"
@@ -60,7 +54,7 @@ while read -r delay; do
       cmp -s partial.safetensors whole.safetensors || fail "trial $trial: a killed export left a torn file"
     fi
   fi
-done < <(delays 7 0.4 2.0 10)
+done < <(delays 7 0.4 1.5 10)
 "$retain" train recipe.yaml run.dir=killed 2>resume.log || fail "final resume: $(tail -3 resume.log)"
 [ -z "$(ls -d killed/.step-*.tmp.* 2>/dev/null)" ] || fail "interrupted checkpoint writes were not cleaned up"
 "$retain" export killed --out killed.safetensors 2>/dev/null || fail "export killed"
@@ -69,7 +63,7 @@ echo "ok   10 kills (training and export; $torn_total of them inside a checkpoin
 
 # The eval sweep.
 sweep() {
-  "$retain" eval synthetic --model model --tasks kv,needle --count 20 --words 120 --policy full,streaming,h2o \
+  "$retain" eval synthetic --model model --tasks kv,needle --count 10 --words 120 --policy full,streaming,h2o \
     --budget 0.3,0.6 --max-new-tokens 3 --chunk 32 --out "$1"
 }
 sweep sweep-straight >/dev/null 2>&1 || fail "uninterrupted sweep"
@@ -93,7 +87,7 @@ if os.path.exists(path):
         json.loads(line)
 PY
   echo "sweep trial $trial: killed after ${delay}s with $lines predictions written"
-done < <(delays 11 0.8 2.5 5)
+done < <(delays 11 0.6 1.8 5)
 sweep sweep-killed >/dev/null 2>&1 || fail "resumed sweep"
 "$python" - <<'PY' || fail "resumed scores differ from the uninterrupted sweep's"
 import json

@@ -3,23 +3,18 @@
 # every step); one is SIGKILLed, SIGSTOPped (a hang), or the store host (rank 0) is killed. Every
 # other rank must exit non-zero within the timeout (+ 15 s of slack), saying what happened, and
 # every step directory left must be complete (a manifest; half-written ones are hidden temp
-# directories a resume removes). Prints each case's exit times.
+# directories a resume removes). Rank 0 (the store host) names the rank that died or hung; a rank
+# that loses the store first (rank 0 exited) says so. Prints each case's exit times.
 # Usage: rank_failures_test.sh RETAIN PYTHON WORKDIR
 set -uo pipefail
+# One thread per process: these runs share the 2 cores with the rest of make test.
+export OMP_NUM_THREADS=1
 retain="$1" python="$2" work="$3"
+source "$(cd "$(dirname "$0")" && pwd)/tiny_fixture.sh"
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 fail() { echo "FAIL $*"; exit 1; }
 
-"$retain" init-model --arch qwen3 --preset tiny --seed 4 --out model 2>/dev/null || fail init-model
-"$python" - <<'PY'
-import json, random
-r = random.Random(4)
-words = "alpha beta gamma delta key value door cache the a of reads keeps".split()
-with open("docs.jsonl", "w") as f:
-    for _ in range(60):
-        f.write(json.dumps({"text": " ".join(r.choice(words) for _ in range(r.randint(10, 90)))}) + "\n")
-PY
-"$retain" prep --tokenizer model --input docs.jsonl --format jsonl --out shards 2>/dev/null || fail prep
+make_tiny_fixture "$retain" "$python" 4 60
 cat > recipe.yaml <<'YAML'
 model: {path: model, device: cpu}
 gates: {arch: mlp3, width: 16, bias_init: 3.0}
@@ -32,10 +27,10 @@ dist: {timeout_s: 10}
 YAML
 timeout_s=10 slack=15
 
-# case NAME SIGNAL VICTIM: starts 3 ranks, sends SIGNAL to rank VICTIM once training runs, and
-# waits for the others.
+# case NAME SIGNAL VICTIM CAUSE: starts 3 ranks, sends SIGNAL to rank VICTIM once training runs,
+# and waits for the others, whose error must contain CAUSE.
 case_run() {
-  local name=$1 signal=$2 victim=$3
+  local name=$1 signal=$2 victim=$3 cause=$4
   local port
   port=$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   local pids=()
@@ -44,8 +39,9 @@ case_run() {
       "$retain" train recipe.yaml run.dir="$name" > "$name.rank$r.log" 2>&1 &
     pids+=($!)
   done
-  for _ in $(seq 1 300); do [ -d "$name/step-2" ] && break; sleep 0.1; done
-  [ -d "$name/step-2" ] || fail "$name: training did not start"
+  # Training runs once a step directory exists (keep_last_k prunes old ones: any will do).
+  for _ in $(seq 1 300); do ls -d "$name"/step-* >/dev/null 2>&1 && break; sleep 0.1; done
+  ls -d "$name"/step-* >/dev/null 2>&1 || fail "$name: training did not start"
   kill -"$signal" "${pids[$victim]}"
   local t0 line=""
   t0=$("$python" -c 'import time; print(time.time())')
@@ -61,6 +57,11 @@ case_run() {
     local why
     why=$(grep -m1 'error' "$name.rank$r.log" | cut -c1-160)
     [ -n "$why" ] || fail "$name: rank $r exited without an error message: $(tail -2 "$name.rank$r.log")"
+    # Rank 0 hosts the store and names the missing rank; when it exits first, the others lose
+    # the store before their own timeout, and say that.
+    local expect=$cause
+    [ "$r" != 0 ] && expect="$cause\|lost the rendezvous store"
+    grep -q -- "$expect" "$name.rank$r.log" || fail "$name: rank $r's error does not say '$cause': $why"
     line="$line rank $r: exit $rc after ${t}s (\"$why\");"
   done
   kill -9 "${pids[$victim]}" 2>/dev/null  # the stopped one
@@ -70,6 +71,6 @@ case_run() {
   done
   echo "ok   $name:$line"
 }
-case_run killed KILL 2
-case_run hung STOP 1
-case_run store-host-killed KILL 0
+case_run killed KILL 2 "rank 2 did not reach collective"
+case_run hung STOP 1 "rank 1 did not reach collective"
+case_run store-host-killed KILL 0 "lost the rendezvous store"

@@ -5,19 +5,11 @@
 set -uo pipefail
 retain="$1"
 work="$2"
+source "$(cd "$(dirname "$0")" && pwd)/tiny_fixture.sh"
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 fail() { echo "FAIL $*"; exit 1; }
 
-"$retain" init-model --arch qwen3 --preset tiny --seed 1 --out model 2>/dev/null || fail "init-model"
-python3 - <<'PY'
-import json, random
-r = random.Random(1)
-words = "alpha beta gamma delta key value door cache the a of reads keeps".split()
-with open("docs.jsonl", "w") as f:
-    for _ in range(200):
-        f.write(json.dumps({"text": " ".join(r.choice(words) for _ in range(r.randint(10, 90)))}) + "\n")
-PY
-"$retain" prep --tokenizer model --input docs.jsonl --format jsonl --out shards 2>/dev/null || fail "prep"
+make_tiny_fixture "$retain" python3 1 200
 cat > recipe.yaml <<'YAML'
 model: {path: model}
 gates: {arch: mlp3, width: 16, bias_init: 3.0}

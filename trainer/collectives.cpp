@@ -41,7 +41,7 @@ class StoreCollectives : public Collectives {
   void all_reduce_sum(at::Tensor& tensor) override {
     const std::string key = str_cat("retain/ar/", seq_++);
     auto mine = tensor.detach().to(at::kCPU).contiguous();
-    store_->set(str_cat(key, "/", rank_), bytes_of(mine));
+    store_set(str_cat(key, "/", rank_), bytes_of(mine));
     // Every rank adds the same values in the same (rank) order: identical results everywhere.
     auto sum = at::zeros_like(mine);
     for (int r = 0; r < world_; ++r) {
@@ -52,7 +52,7 @@ class StoreCollectives : public Collectives {
     }
     tensor.copy_(sum);
     finish(key, [&] {
-      for (int r = 0; r < world_; ++r) store_->deleteKey(str_cat(key, "/", r));
+      for (int r = 0; r < world_; ++r) store_delete(str_cat(key, "/", r));
     });
   }
 
@@ -71,7 +71,7 @@ class StoreCollectives : public Collectives {
         auto b = bytes_of(t);
         all.insert(all.end(), b.begin(), b.end());
       }
-      store_->set(key, all);
+      store_set(key, all);
     } else {
       auto data = get(key, key, root);
       RETAIN_CHECK(static_cast<int64_t>(data.size()) == total, "broadcast: rank ", root, " sent ",
@@ -83,12 +83,12 @@ class StoreCollectives : public Collectives {
         offset += cpu[i].nbytes();
       }
     }
-    finish(key, [&] { store_->deleteKey(key); });
+    finish(key, [&] { store_delete(key); });
   }
 
   void shutdown() override {
     if (rank_ != 0) {
-      store_->set(str_cat("retain/exit/", rank_), std::vector<uint8_t>{1});
+      store_set(str_cat("retain/exit/", rank_), std::vector<uint8_t>{1});
       return;
     }
     for (int r = 1; r < world_; ++r) get(str_cat("retain/exit/", r), "retain/exit", r);
@@ -96,10 +96,10 @@ class StoreCollectives : public Collectives {
 
   void barrier() override {
     const std::string key = str_cat("retain/barrier/", seq_++);
-    store_->set(str_cat(key, "/", rank_), std::vector<uint8_t>{1});
+    store_set(str_cat(key, "/", rank_), std::vector<uint8_t>{1});
     for (int r = 0; r < world_; ++r) get(str_cat(key, "/", r), key, r);
     finish(key, [&] {
-      for (int r = 0; r < world_; ++r) store_->deleteKey(str_cat(key, "/", r));
+      for (int r = 0; r < world_; ++r) store_delete(str_cat(key, "/", r));
     });
   }
 
@@ -130,12 +130,33 @@ class StoreCollectives : public Collectives {
     }
   }
 
+  // Every other store operation: a lost store (rank 0 or the launcher died) becomes an error that
+  // says so, not the socket's "Connection reset by peer".
+  template <typename Op>
+  auto on_store(Op op) -> decltype(op()) {
+    try {
+      return op();
+    } catch (const std::exception& e) {
+      fail("rank ", rank_, ": lost the rendezvous store at ", where_,
+           " (it lives in rank 0 or the launcher; did it die?): ", e.what());
+    }
+  }
+  void store_set(const std::string& key, const std::vector<uint8_t>& value) {
+    on_store([&] { store_->set(key, value); });
+  }
+  void store_delete(const std::string& key) {
+    on_store([&] { store_->deleteKey(key); });
+  }
+  int64_t store_add(const std::string& key, int64_t n) {
+    return on_store([&] { return store_->add(key, n); });
+  }
+
   // The last rank through a collective removes its keys, so the store does not grow.
   template <typename Cleanup>
   void finish(const std::string& key, Cleanup cleanup) {
-    if (store_->add(key + "/done", 1) == world_) {
+    if (store_add(key + "/done", 1) == world_) {
       cleanup();
-      store_->deleteKey(key + "/done");
+      store_delete(key + "/done");
     }
   }
 
