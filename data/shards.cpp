@@ -121,9 +121,7 @@ int64_t open_1d(hid_t file, const char* name, H5T_class_t cls, size_t bytes, boo
     *out = set;
     return 0;
   }
-  // retain prep writes chunked datasets only. Refusing the other layouts also keeps corrupt
-  // compact datasets (whose stored bytes can be fewer than their extent) away from libhdf5 1.10's
-  // read path, which reads past its own buffer on them (found by fuzz/hdf5_shard_fuzz).
+  // retain prep writes chunked datasets only: any other layout is not a shard of ours.
   Handle create(H5Dget_create_plist(set), H5Pclose);
   if (H5Pget_layout(create.get()) != H5D_CHUNKED) {
     H5Dclose(set);

@@ -8,8 +8,7 @@
 set -uo pipefail
 retain="$1"; python="$2"; work="$3"
 source "$(cd "$(dirname "$0")" && pwd)/tiny_fixture.sh"
-rm -rf "$work" && mkdir -p "$work" && cd "$work"
-fail() { echo "FAIL $*"; exit 1; }
+enter_work_dir "$work"
 
 make_tiny_fixture "$retain" "$python" 4 60
 cat > recipe.yaml <<'YAML'
@@ -37,7 +36,7 @@ print(f"ok   2 ranks == 1 rank after 5 steps (max diff {diff:.2e})")
 PY
 
 # 2. Two ranks started by hand; rank 1 is SIGKILLed mid-run; rank 0 must fail within 60 s.
-port=$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(free_port "$python")
 start_rank() {
   RANK=$1 WORLD_SIZE=2 LOCAL_RANK=$1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
     "$retain" train recipe.yaml run.dir=kill train.steps=100000 > rank$1.log 2>&1 &

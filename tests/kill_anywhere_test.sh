@@ -11,8 +11,7 @@ set -uo pipefail
 export OMP_NUM_THREADS=1
 retain="$1" python="$2" work="$3"
 source "$(cd "$(dirname "$0")" && pwd)/tiny_fixture.sh"
-rm -rf "$work" && mkdir -p "$work" && cd "$work"
-fail() { echo "FAIL $*"; exit 1; }
+enter_work_dir "$work"
 # Seeded random delays in seconds, one per line.
 delays() { "$python" -c "import random; r = random.Random($1); print('\n'.join('%.2f' % r.uniform($2, $3) for _ in range($4)))"; }
 

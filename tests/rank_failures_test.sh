@@ -11,8 +11,7 @@ set -uo pipefail
 export OMP_NUM_THREADS=1
 retain="$1" python="$2" work="$3"
 source "$(cd "$(dirname "$0")" && pwd)/tiny_fixture.sh"
-rm -rf "$work" && mkdir -p "$work" && cd "$work"
-fail() { echo "FAIL $*"; exit 1; }
+enter_work_dir "$work"
 
 make_tiny_fixture "$retain" "$python" 4 60
 cat > recipe.yaml <<'YAML'
@@ -32,7 +31,7 @@ timeout_s=10 slack=15
 case_run() {
   local name=$1 signal=$2 victim=$3 cause=$4
   local port
-  port=$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  port=$(free_port "$python")
   local pids=()
   for r in 0 1 2; do
     RANK=$r WORLD_SIZE=3 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \

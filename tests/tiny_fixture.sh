@@ -1,6 +1,15 @@
-# Sourced by the training shell tests: a random tiny qwen3 and HDF5 shards of random word
-# documents, in the current directory (model/, docs.jsonl, shards/).
-# Usage: make_tiny_fixture RETAIN PYTHON SEED DOCS
+# Sourced by the training shell tests: a fresh work directory, `fail`, a free port, and a random
+# tiny qwen3 with HDF5 shards of random word documents.
+
+fail() { echo "FAIL $*"; exit 1; }
+
+# Empties DIR and makes it the current directory.
+enter_work_dir() { rm -rf "$1" && mkdir -p "$1" && cd "$1" || fail "cannot use $1"; }
+
+# A TCP port nothing listens on now. Usage: free_port PYTHON
+free_port() { "$1" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# model/, docs.jsonl, shards/ in the current directory. Usage: make_tiny_fixture RETAIN PYTHON SEED DOCS
 make_tiny_fixture() {
   local retain=$1 python=$2 seed=$3 docs=$4
   "$retain" init-model --arch qwen3 --preset tiny --seed "$seed" --out model 2>/dev/null || fail "init-model"

@@ -6,8 +6,7 @@ set -uo pipefail
 retain="$1"
 work="$2"
 source "$(cd "$(dirname "$0")" && pwd)/tiny_fixture.sh"
-rm -rf "$work" && mkdir -p "$work" && cd "$work"
-fail() { echo "FAIL $*"; exit 1; }
+enter_work_dir "$work"
 
 make_tiny_fixture "$retain" python3 1 200
 cat > recipe.yaml <<'YAML'
