@@ -13,7 +13,8 @@ setup:
 	@bash scripts/setup.sh
 
 $(BUILD)/build.ninja:
-	cmake -S . -B $(BUILD) -G Ninja -DRETAIN_PYTHON=$(PYTHON) $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) -G Ninja -DRETAIN_PYTHON=$(PYTHON) \
+	  -DRETAIN_PCRE2_ROOT=$(RETAIN_HOME)/pcre2 $(CMAKE_FLAGS)
 
 configure: setup $(BUILD)/build.ninja
 

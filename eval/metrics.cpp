@@ -10,7 +10,6 @@
 #include <unordered_map>
 
 #include "core/error.h"
-#include "model/tokenizers/byte_level.h"
 #include "model/tokenizers/regex.h"
 #include "model/tokenizers/unicode.h"
 

@@ -2,7 +2,8 @@
 # Packs what a bare GPU machine lacks to build and test retain into .device/ (ignored by git),
 # which the device tool carries: the Debian .deb files of the C/C++ libraries retain builds with
 # (headers, CMake/pkg-config files, and the runtime closure of their shared libraries), pkgconf,
-# and Python wheels the tests and peers need at versions the machine's image does not hold.
+# PCRE2's source tarball, and Python wheels the tests and peers need at versions the machine's
+# image does not hold.
 # scripts/gpu-run.sh unpacks it there. Idempotent: files already downloaded are kept.
 #
 #   scripts/device-bundle.sh            # build or refresh .device/
@@ -16,13 +17,15 @@ LIMIT_MIB=56  # the device tool carries 64 MiB in all; the working tree needs th
 # what every Linux has (glibc, libstdc++, libgcc). gpu-run.sh links only the libraries the
 # machine itself lacks, so its own OpenSSL, zlib, ... stay in use where present.
 DEV_PACKAGES=(
-  libsentencepiece-dev libhdf5-dev libyaml-cpp-dev nlohmann-json3-dev libpcre2-dev
+  libsentencepiece-dev libhdf5-dev libyaml-cpp-dev nlohmann-json3-dev
   libutf8proc-dev libcli11-dev libgtest-dev zlib1g-dev pkgconf pkgconf-bin libpkgconf3
 )
 RUNTIME_ROOTS=(
-  libsentencepiece0 libhdf5-103-1 libhdf5-hl-100 libyaml-cpp0.7 libutf8proc2 libpcre2-8-0
+  libsentencepiece0 libhdf5-103-1 libhdf5-hl-100 libyaml-cpp0.7 libutf8proc2
   zlib1g libpkgconf3
 )
+# PCRE2's source (built there by scripts/build-pcre2.sh: Debian 12's 10.42 lacks Unicode 16).
+PCRE2_TARBALL=pcre2_10.46.orig.tar.gz
 # Python wheels (pure Python, or manylinux for CPython 3.12) the image lacks at our pins.
 WHEELS=(transformers==5.23.0 tokenizers==0.23.3 rouge==1.0.1 fuzzywuzzy==0.18.0)
 
@@ -54,6 +57,7 @@ check() {
       ls "$BUNDLE/debs/${pkg}_"*.deb >/dev/null 2>&1 || { echo "missing: $BUNDLE/debs/$pkg"; ok=0; }
     done < "$BUNDLE/runtime-packages.txt"
   fi
+  [ -s "$BUNDLE/src/$PCRE2_TARBALL" ] || { echo "missing: $BUNDLE/src/$PCRE2_TARBALL"; ok=0; }
   for w in "${WHEELS[@]}"; do
     local name="${w%%==*}" version="${w##*==}"
     ls "$BUNDLE/wheels/${name}-${version}-"*.whl >/dev/null 2>&1 ||
@@ -71,7 +75,7 @@ if [ "${1:-}" = "--check" ]; then
   exit
 fi
 
-mkdir -p "$BUNDLE/debs" "$BUNDLE/wheels"
+mkdir -p "$BUNDLE/debs" "$BUNDLE/wheels" "$BUNDLE/src"
 runtime_closure > "$BUNDLE/runtime-packages.txt.tmp"
 mv "$BUNDLE/runtime-packages.txt.tmp" "$BUNDLE/runtime-packages.txt"
 mapfile -t runtime < "$BUNDLE/runtime-packages.txt"
@@ -90,6 +94,8 @@ if [ ${#need[@]} -gt 0 ]; then
     (cd "$BUNDLE/debs" && apt-get download -q "${need[@]}")
   fi
 fi
+
+bash scripts/build-pcre2.sh --fetch "$BUNDLE/src/$PCRE2_TARBALL"
 
 PYTHON="${RETAIN_PYTHON:-$HOME/.cache/retain/venv/bin/python}"
 for w in "${WHEELS[@]}"; do

@@ -70,6 +70,8 @@ while read -r lib; do
   ldconfig -p | awk '{print $1}' | grep -q -x -F "$soname" || ln -sf "$lib" "$SYSROOT/extra-lib/$soname"
 done < <(find "$SYSROOT/$MULTIARCH" "$SYSROOT/lib" -name '*.so.*' 2>/dev/null)
 export LD_LIBRARY_PATH="$SYSROOT/extra-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+bash scripts/build-pcre2.sh "$SYSROOT/pcre2" "$BUNDLE/src/pcre2_10.46.orig.tar.gz" \
+  >> "$OUT/setup.log" 2>&1 || { echo "building PCRE2 failed"; cat "$OUT/setup.log"; exit 1; }
 PYTHON="${RETAIN_PYTHON:-$(command -v python3)}"
 "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/retain-site "$BUNDLE"/wheels/*.whl > "$OUT/setup.log" 2>&1 ||
@@ -83,7 +85,7 @@ echo "sysroot: $(ls "$SYSROOT/extra-lib" | wc -l) libraries this machine lacks: 
 configure_and_build() {
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRETAIN_PYTHON="$PYTHON" \
     -DCMAKE_PREFIX_PATH="$SYSROOT/usr;$SYSROOT/$MULTIARCH/cmake" \
-    -DPKG_CONFIG_EXECUTABLE="$SYSROOT/usr/bin/pkgconf" \
+    -DPKG_CONFIG_EXECUTABLE="$SYSROOT/usr/bin/pkgconf" -DRETAIN_PCRE2_ROOT="$SYSROOT/pcre2" \
     -DCMAKE_CUDA_ARCHITECTURES=90 -DTORCH_CUDA_ARCH_LIST=9.0 &&
     cmake --build "$BUILD" -j "$(nproc)"
 }

@@ -10,7 +10,7 @@ VENV="$RETAIN_HOME/venv"
 APT_PACKAGES=(
   cmake ninja-build ccache g++ pkg-config clang-14 libclang-rt-14-dev clang-format python3-venv
   libsentencepiece-dev sentencepiece libhdf5-dev libyaml-cpp-dev nlohmann-json3-dev
-  libpcre2-dev libutf8proc-dev libcli11-dev libgtest-dev zlib1g-dev
+  libutf8proc-dev libcli11-dev libgtest-dev zlib1g-dev curl
 )
 # Python packages, pinned: torch must be the same version on every machine (GPU machines too).
 PIP_PACKAGES=(
@@ -41,3 +41,6 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
   "$VENV/bin/pip" install -q "${PIP_PACKAGES[@]}"
   echo "$wanted" > "$stamp"
 fi
+
+# PCRE2 with Unicode 16 tables, built from Debian 13's source (scripts/build-pcre2.sh says why).
+bash "$(dirname "$0")/build-pcre2.sh" "$RETAIN_HOME/pcre2"

@@ -6,6 +6,7 @@
 
 #include "core/json.h"
 #include "model/tokenizers/hf_tokenizer.h"
+#include "model/tokenizers/pipeline.h"
 #include "test_util.h"
 
 namespace retain {
@@ -121,6 +122,54 @@ TEST(HfTokenizer, MergesAsStringsOrPairsGiveTheSameIds) {
   auto b = load_tokenizer(tok_dir("bytelevel_qwen2"));
   const std::string text = "The quick brown fox jumps over 1234567 lazy dogs, doesn't it?";
   EXPECT_EQ(a->encode(text), b->encode(text));
+}
+
+// Pre-tokenizers of seven real families (GPT-2, Llama-3, Qwen2, o200k, Tekken, DeepSeek-Coder,
+// DeepSeek-V3) on characters assigned in Unicode 15-16, against HF `tokenizers` (Unicode 16):
+// with PCRE2 tables older than Unicode 16 these letters and digits count as "other" and split
+// differently (fixtures: tests/fixtures/make_split_cases.py).
+TEST(HfTokenizer, PreTokenizersMatchTokenizersOnUnicode16Scripts) {
+  Json all = read_json_file(testing::fixture_dir("split_cases") / "split_cases.json");
+  ASSERT_GE(all["families"].size(), 7u);
+  ASSERT_GE(all["characters"].size(), 30u);
+  for (const auto& family : all["families"]) {
+    const auto name = family["name"].get<std::string>();
+    auto pre = make_pre_tokenizer(family["pre_tokenizer"], name);
+    size_t mismatches = 0;
+    for (const auto& c : family["cases"]) {
+      std::vector<PreToken> pieces;
+      pre->split(PreToken{c["text"].get<std::string>(), true}, pieces);
+      std::vector<std::string> got;
+      for (const auto& p : pieces) got.push_back(p.text);
+      const auto want = c["pieces"].get<std::vector<std::string>>();
+      if (got != want && ++mismatches <= 5)
+        ADD_FAILURE() << name << ": " << c["text"].dump() << " splits as " << Json(got).dump()
+                      << ", HF tokenizers: " << Json(want).dump();
+    }
+    EXPECT_EQ(mismatches, 0u) << name << " (" << family["cases"].size() << " texts)";
+  }
+}
+
+// A single_word added token is cut out only between non-word characters, as HF decides them
+// (Rust regex \w on Unicode 16): the same ids for letters, digits, marks, joiners and No
+// characters old and new.
+TEST(HfTokenizer, SingleWordAddedTokensUseHfWordCharacters) {
+  const fs::path root = testing::fixture_dir("split_cases");
+  Json all = read_json_file(root / "split_cases.json");
+  auto tok = load_tokenizer(root / "single_word");
+  ASSERT_GE(all["single_word"].size(), 100u);
+  size_t mismatches = 0, cut_out = 0;
+  const int64_t zq = *tok->token_to_id("zq");
+  for (const auto& c : all["single_word"]) {
+    const auto want = c["ids"].get<std::vector<int64_t>>();
+    cut_out += std::count(want.begin(), want.end(), zq) > 0;
+    if (tok->encode(c["text"].get<std::string>()) != want && ++mismatches <= 5)
+      ADD_FAILURE() << c["text"].dump() << ": ids differ from HF tokenizers";
+  }
+  EXPECT_EQ(mismatches, 0u);
+  // Both outcomes occur, so the cases tell word characters from the rest.
+  EXPECT_GT(cut_out, 20u);
+  EXPECT_LT(cut_out, all["single_word"].size() - 20);
 }
 
 }  // namespace

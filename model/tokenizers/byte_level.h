@@ -18,8 +18,6 @@ std::optional<uint8_t> char_to_byte(std::string_view utf8_char);
 // Maps every byte of `text` to its character.
 std::string bytes_to_byte_level(std::string_view text);
 
-// Appends the UTF-8 encoding of `cp`.
-void append_utf8(std::string& out, uint32_t cp);
 // The length in bytes of the UTF-8 character starting with `lead`.
 inline size_t utf8_length(unsigned char lead) {
   return lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xE ? 3 : 4;

@@ -31,20 +31,37 @@ Regex::Regex(const std::string& pattern, const std::string& where)
 
 Regex::~Regex() = default;
 
-std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view text) const {
-  std::vector<std::pair<size_t, size_t>> out;
-  // One match-data block per thread: tokenizers are used from several threads at once.
+namespace {
+
+// One match-data block per thread: tokenizers are used from several threads at once.
+pcre2_match_data* thread_match_data() {
   thread_local std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> data(
       pcre2_match_data_create(4, nullptr), &pcre2_match_data_free);
+  return data.get();
+}
+
+}  // namespace
+
+bool Regex::matches_at_start(std::string_view text) const {
+  int rc = pcre2_match(impl_->code, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), 0,
+                       PCRE2_NO_UTF_CHECK | PCRE2_ANCHORED, thread_match_data(), nullptr);
+  if (rc == PCRE2_ERROR_NOMATCH) return false;
+  RETAIN_CHECK(rc >= 0, "regex match failed with PCRE2 error ", rc);
+  return true;
+}
+
+std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view text) const {
+  std::vector<std::pair<size_t, size_t>> out;
+  pcre2_match_data* data = thread_match_data();
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t start = 0;
   while (start <= text.size()) {
     // The subject is valid UTF-8 (checked once by the tokenizer), so skip PCRE2's re-check.
-    int rc = pcre2_match(impl_->code, subject, text.size(), start, PCRE2_NO_UTF_CHECK, data.get(),
-                         nullptr);
+    int rc =
+        pcre2_match(impl_->code, subject, text.size(), start, PCRE2_NO_UTF_CHECK, data, nullptr);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     RETAIN_CHECK(rc >= 0, "regex match failed with PCRE2 error ", rc);
-    PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(data.get());
+    PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(data);
     size_t begin = ovector[0], end = ovector[1];
     if (end > begin) out.emplace_back(begin, end);
     if (end > start) {

@@ -21,6 +21,8 @@ class Regex {
   // Every non-overlapping match as [begin, end) byte offsets, left to right; an empty match
   // advances by one character, as the `regex`/`onig` crates do.
   std::vector<std::pair<size_t, size_t>> find_all(std::string_view text) const;
+  // Whether the pattern matches at offset 0 of `text` (anchored there).
+  bool matches_at_start(std::string_view text) const;
 
  private:
   struct Impl;
