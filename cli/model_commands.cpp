@@ -69,6 +69,11 @@ void register_tokenize(CLI::App& app, Commands& commands) {
                   "comma-separated ids to turn back into text (instead of --text/--file)");
   cmd->add_flag("--skip-special", o->skip_special,
                 "with --decode: leave out special tokens (BOS, EOS, ...)");
+  cmd->add_flag("--as-prompt", o->as_prompt,
+                "the ids a generation prompt gets (no trailing EOS), not the full encoding");
+  cmd->add_flag(
+      "--explain", o->explain,
+      "print which pipeline runs (as transformers 5 builds it) and where BOS/EOS come from");
   add_chat_flags(cmd, o->chat);
   commands.add(cmd, [o] { return run_tokenize_command(*o); });
 }

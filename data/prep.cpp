@@ -57,6 +57,18 @@ class ShardSink {
   PrepSummary summary_;
 };
 
+// Documents are packed into shards, so each ends in EOS: the tokenizer's own EOS when its full
+// encoding ends in one (a post-processor that appends it), else one appended here (`masked`: the
+// document has a label mask, which grows with it). Returns false when the tokenizer has no EOS.
+bool end_with_eos(Document& doc, const Tokenizer& tokenizer, bool masked) {
+  if (!tokenizer.eos_id()) return false;
+  if (doc.ids.empty() || doc.ids.back() != *tokenizer.eos_id()) {
+    doc.ids.push_back(*tokenizer.eos_id());
+    if (masked) doc.mask.push_back(0);
+  }
+  return true;
+}
+
 // Chat messages -> ids with an assistant-only mask. Each assistant turn's tokens are found by
 // rendering the conversation up to the turn (with the generation prompt) and through the turn;
 // the templates put special tokens at turn boundaries, so the prefixes tokenize stably.
@@ -96,7 +108,7 @@ Document spans_document(const std::string& text, const Json& spans, const Tokeni
                         const std::string& where, const std::string& field) {
   RETAIN_CHECK(spans.is_array(), where, ": field '", field,
                "' must be an array of [begin, end] byte ranges");
-  Document doc{tokenizer.encode_prompt(text), {}};
+  Document doc{tokenizer.encode_with_special_tokens(text), {}};
   doc.mask.assign(doc.ids.size(), 0);
   const auto size = static_cast<int64_t>(text.size());
   int64_t last_end = 0;
@@ -115,10 +127,8 @@ Document spans_document(const std::string& text, const Json& spans, const Tokeni
     };
     for (size_t k = count(begin); k < count(end); ++k) doc.mask[k] = 1;
   }
-  if (tokenizer.eos_id()) {
-    doc.ids.push_back(*tokenizer.eos_id());
-    doc.mask.push_back(last_end == size ? 1 : 0);  // a text ending in an answer learns to stop
-  }
+  if (end_with_eos(doc, tokenizer, /*masked=*/true))
+    doc.mask.back() = last_end == size ? 1 : 0;  // a text ending in an answer learns to stop
   return doc;
 }
 
@@ -153,8 +163,8 @@ PrepSummary run_prep(const PrepOptions& o) {
                  "prep: --label-spans needs --format jsonl");
     ShardSink sink(tmp, meta, o.shard_tokens, o.format == "chat" || !o.label_spans.empty());
     auto plain_document = [&](const std::string& text) {
-      Document d{tokenizer->encode_prompt(text), {}};
-      if (tokenizer->eos_id()) d.ids.push_back(*tokenizer->eos_id());
+      Document d{tokenizer->encode_with_special_tokens(text), {}};
+      end_with_eos(d, *tokenizer, /*masked=*/false);
       return d;
     };
     auto done = [&] { return o.max_docs > 0 && sink.summary().docs >= o.max_docs; };

@@ -127,7 +127,7 @@ int64_t question_start(const Tokenizer& tokenizer, const std::string& text,
   RETAIN_CHECK(at != std::string::npos, "the question is not in the prompt (internal)");
   const std::string before = text.substr(0, at);
   int64_t count = before.empty() ? 0 : static_cast<int64_t>(tokenizer.encode(before).size());
-  if (with_bos && tokenizer.add_bos() && tokenizer.bos_id()) count += 1;
+  if (with_bos) count += static_cast<int64_t>(tokenizer.prefix_ids().size());
   return count;
 }
 

@@ -7,15 +7,37 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "core/utf8.h"
 
 namespace retain {
 
-SentencePieceTokenizer::SentencePieceTokenizer(const fs::path& model_file)
+SentencePieceTokenizer::SentencePieceTokenizer(const fs::path& model_file,
+                                               const fs::path& config_file)
     : path_(model_file.string()),
       processor_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
   auto status = processor_->Load(path_);
   RETAIN_CHECK(status.ok(), path_, ": not a valid SentencePiece model: ", status.ToString());
+  bool add_bos = true, add_eos = false;
+  special_source_ = "BOS before the text (no tokenizer_config.json)";
+  if (!config_file.empty() && fs::exists(config_file)) {
+    Json config = read_json_file(config_file);
+    const std::string where = config_file.string();
+    with_json_errors(where, [&] {
+      add_bos = json_get_optional<bool>(config, "add_bos_token", where).value_or(false);
+      add_eos = json_get_optional<bool>(config, "add_eos_token", where).value_or(false);
+    });
+    special_source_ = str_cat(where, ": add_bos_token ", add_bos ? "true" : "false",
+                              ", add_eos_token ", add_eos ? "true" : "false",
+                              " (transformers 5 applies them when there is no tokenizer.json)");
+  }
+  if (add_bos && bos_id()) prefix_.push_back(*bos_id());
+  if (add_eos && eos_id()) suffix_.push_back(*eos_id());
+}
+
+std::vector<std::string> SentencePieceTokenizer::explain() const {
+  return {describe(), "pipeline: SentencePiece (libsentencepiece) on tokenizer.model",
+          "special tokens: " + special_source_};
 }
 
 SentencePieceTokenizer::~SentencePieceTokenizer() = default;

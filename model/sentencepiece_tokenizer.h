@@ -16,7 +16,9 @@ namespace retain {
 
 class SentencePieceTokenizer : public Tokenizer {
  public:
-  explicit SentencePieceTokenizer(const fs::path& model_file);
+  // With only a tokenizer.model, transformers 5 applies tokenizer_config.json's add_bos_token
+  // and add_eos_token (both read here when `config_file` exists; BOS alone without one).
+  explicit SentencePieceTokenizer(const fs::path& model_file, const fs::path& config_file = {});
   ~SentencePieceTokenizer() override;
 
   std::vector<int64_t> encode(const std::string& text) const override;
@@ -27,12 +29,16 @@ class SentencePieceTokenizer : public Tokenizer {
   std::optional<int64_t> token_to_id(const std::string& token) const override;
   std::optional<int64_t> bos_id() const override;
   std::optional<int64_t> eos_id() const override;
-  bool add_bos() const override { return true; }
+  const std::vector<int64_t>& prefix_ids() const override { return prefix_; }
+  const std::vector<int64_t>& suffix_ids() const override { return suffix_; }
   std::string describe() const override;
+  std::vector<std::string> explain() const override;
 
  private:
   std::string path_;
   std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_;
+  std::vector<int64_t> prefix_, suffix_;
+  std::string special_source_;  // where prefix_/suffix_ come from, for explain()
 };
 
 struct SentencePieceTrainOptions {

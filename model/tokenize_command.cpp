@@ -13,9 +13,14 @@ namespace retain {
 
 int run_tokenize_command(const TokenizeCommandOptions& o) {
   const int inputs = o.text.has_value() + o.file.has_value() + o.decode.has_value();
-  RETAIN_CHECK(inputs == 1, "tokenize: give exactly one of --text, --file or --decode");
+  RETAIN_CHECK(inputs == 1 || (inputs == 0 && o.explain),
+               "tokenize: give exactly one of --text, --file or --decode (or only --explain)");
   RETAIN_CHECK(!o.skip_special || o.decode, "tokenize: --skip-special applies to --decode");
+  RETAIN_CHECK(!o.as_prompt || !o.decode, "tokenize: --as-prompt applies to --text/--file");
   auto tokenizer = load_tokenizer(o.model_dir);
+  if (o.explain)
+    for (const auto& line : tokenizer->explain()) std::cout << "# " << line << "\n";
+  if (inputs == 0) return 0;
   if (o.decode) {
     // The text of the ids exactly (no trailing newline added beyond the one that ends the line).
     auto ids = parse_id_list(*o.decode, "tokenize --decode");
@@ -28,9 +33,18 @@ int run_tokenize_command(const TokenizeCommandOptions& o) {
   }
   std::string text = o.text ? *o.text : read_text_file(*o.file);
   ChatFlags flags = o.chat;
-  // Tokenizing shows the raw text unless a template is asked for explicitly.
-  if (!flags.chat && flags.chat_template.empty()) flags.no_chat = true;
-  std::vector<int64_t> ids = prompt_ids(o.model_dir, *tokenizer, text, flags);
+  const bool chat = flags.chat || !flags.chat_template.empty();
+  // Without a chat template: the tokenizer's full encoding (HF's tokenizer(text)), which is what
+  // `prep` stores, or with --as-prompt what a generation prompt gets (no trailing EOS). A
+  // rendered chat template is always a generation prompt.
+  std::vector<int64_t> ids;
+  if (chat) {
+    ids = prompt_ids(o.model_dir, *tokenizer, text, flags);
+  } else {
+    RETAIN_CHECK(!flags.system, "tokenize: --system needs --chat");
+    ids =
+        o.as_prompt ? tokenizer->encode_prompt(text) : tokenizer->encode_with_special_tokens(text);
+  }
   if (o.ids_only) {
     for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? "," : "") << ids[i];
     std::cout << "\n";

@@ -16,6 +16,9 @@ struct TokenizeCommandOptions {
   bool ids_only = false;
   std::optional<std::string> decode;  // comma-separated ids to turn back into text
   bool skip_special = false;          // with decode: drop special tokens (BOS, EOS, ...)
+  // The ids a generation prompt gets (no trailing EOS) instead of the tokenizer's full encoding.
+  bool as_prompt = false;
+  bool explain = false;  // print which pipeline runs and where BOS/EOS come from
   ChatFlags chat;
 };
 

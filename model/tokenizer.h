@@ -24,12 +24,20 @@ class Tokenizer {
   virtual std::optional<int64_t> token_to_id(const std::string& token) const = 0;
   virtual std::optional<int64_t> bos_id() const = 0;
   virtual std::optional<int64_t> eos_id() const = 0;
-  // Whether a prompt given as text starts with BOS (Llama/Mistral: yes; Qwen: no).
-  virtual bool add_bos() const = 0;
+  // The special tokens the tokenizer puts before and after a text in its full encoding (HF: the
+  // post-processor's template, e.g. Llama's BOS before; some files also append EOS).
+  virtual const std::vector<int64_t>& prefix_ids() const = 0;
+  virtual const std::vector<int64_t>& suffix_ids() const = 0;
   // A short description for logs: "tokenizer.json (BPE, 128256 tokens)".
   virtual std::string describe() const = 0;
+  // Lines for `tokenize --explain`: which pipeline runs and why, where BOS/EOS come from.
+  virtual std::vector<std::string> explain() const { return {describe()}; }
 
-  // encode() with BOS prepended when add_bos() says so.
+  // The tokenizer's full encoding, what HF's tokenizer(text)["input_ids"] gives:
+  // prefix + encode(text) + suffix. Token shards store this.
+  std::vector<int64_t> encode_with_special_tokens(const std::string& text) const;
+  // A prompt for generation: prefix + encode(text), never the suffix (a prompt that ends in EOS
+  // asks the model to continue after the end of the text).
   std::vector<int64_t> encode_prompt(const std::string& text) const;
 };
 

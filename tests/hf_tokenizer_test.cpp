@@ -47,14 +47,15 @@ INSTANTIATE_TEST_SUITE_P(Tokenizers, HfTokenizerParity, ::testing::ValuesIn(kTok
 
 TEST(HfTokenizer, SpecialTokensAndConfig) {
   auto llama = load_tokenizer(tok_dir("bytelevel_llama3"));
-  EXPECT_TRUE(llama->add_bos());
+  EXPECT_EQ(llama->prefix_ids(), std::vector<int64_t>{*llama->token_to_id("<|begin_of_text|>")});
+  EXPECT_TRUE(llama->suffix_ids().empty());
   EXPECT_EQ(llama->bos_id(), llama->token_to_id("<|begin_of_text|>"));
   EXPECT_EQ(llama->eos_id(), llama->token_to_id("<|eot_id|>"));
   auto qwen = load_tokenizer(tok_dir("bytelevel_qwen2"));
-  EXPECT_FALSE(qwen->add_bos());
+  EXPECT_TRUE(qwen->prefix_ids().empty());
   EXPECT_EQ(qwen->eos_id(), qwen->token_to_id("<|im_end|>"));
   auto spm = load_tokenizer(tok_dir("spm_bpe_bytefallback"));
-  EXPECT_TRUE(spm->add_bos());
+  EXPECT_EQ(spm->prefix_ids(), std::vector<int64_t>{1});
   EXPECT_EQ(spm->bos_id(), 1);
   EXPECT_EQ(spm->id_to_token(3), "<0x00>");
 }

@@ -156,12 +156,12 @@ void BpeModel::merge_word(std::string_view word, std::vector<int64_t>& out) cons
       if (bytes_known) {
         for (size_t k = 0; k < len; ++k) push(byte_ids_[static_cast<unsigned char>(word[i + k])]);
         last_was_unk = false;
-      } else {
-        RETAIN_CHECK(unk_id_.has_value(), "tokenizer: character '", word.substr(i, len),
-                     "' is not in the vocabulary and the BPE model has no unk_token");
+      } else if (unk_id_) {
         if (!(fuse_unk_ && last_was_unk)) push(*unk_id_);
         last_was_unk = true;
       }
+      // Without unk_token tokenizers drops the character, and its neighbours may merge (what
+      // transformers' LlamaTokenizer rebuild, which has no unk_token, does with such text).
     }
     i += len;
   }

@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "core/utf8.h"
+#include "model/tokenizers/transformers_classes.h"
 #include "model/tokenizers/unicode.h"
 
 namespace retain {
@@ -53,9 +55,41 @@ HfTokenizer::HfTokenizer(const fs::path& model_dir) {
 
 void HfTokenizer::load(const fs::path& model_dir) {
   const fs::path path = model_dir / "tokenizer.json";
-  Json j = read_json_file(path);
+  const std::string text = read_text_file(path);
+  Json j = parse_json(text, where_);
   RETAIN_CHECK(j.is_object(), where_, ": expected a JSON object");
-  RETAIN_CHECK(j.contains("model"), where_, ": missing 'model'");
+  RETAIN_CHECK(j.contains("model") && j["model"].is_object(), where_, ": missing 'model'");
+
+  // What transformers 5 makes of the directory (transformers_classes.h).
+  const fs::path config_path = model_dir / "tokenizer_config.json";
+  const fs::path model_config_path = model_dir / "config.json";
+  Json config = Json::object(), model_config = Json::object();
+  if (fs::exists(config_path)) {
+    config = read_json_file(config_path);
+    RETAIN_CHECK(config.is_object(), config_path.string(), ": expected a JSON object");
+  }
+  if (fs::exists(model_config_path)) model_config = read_json_file(model_config_path);
+  const auto choice =
+      choose_tokenizer_class(config, model_config, text.find("\"ByteLevel\"") != std::string::npos);
+  std::string pipeline;
+  if (choice.name == "TokenizersBackend") {
+    pipeline = "tokenizer.json as written, as transformers 5 uses it (TokenizersBackend; " +
+               choice.reason + ")";
+    with_json_errors(config_path.string(), [&] { add_config_added_tokens(config, j); });
+  } else if (auto rebuilt = with_json_errors(config_path.string(), [&] {
+               return rebuild_tokenizer_json(choice.name, config, j);
+             })) {
+    pipeline = "transformers 5's " + choice.name + " rebuild (" + choice.reason +
+               "): tokenizer.json's vocabulary, merges and post-processor with " + *rebuilt;
+  } else {
+    pipeline = "tokenizer.json as written; transformers 5 would rebuild it as " + choice.name +
+               " (" + choice.reason +
+               "), which retain does not reproduce: ids may differ from "
+               "AutoTokenizer's";
+    log_warn(where_, ": ", pipeline);
+  }
+  with_json_errors(config_path.string(), [&] { add_named_special_tokens(choice.name, config, j); });
+
   model_ = std::make_unique<BpeModel>(j["model"], where_);
   normalizer_ = make_normalizer(j.value("normalizer", Json()), where_ + ": normalizer");
   pre_tokenizer_ = make_pre_tokenizer(j.value("pre_tokenizer", Json()), where_ + ": pre_tokenizer");
@@ -95,43 +129,74 @@ void HfTokenizer::load(const fs::path& model_dir) {
         .push_back(i);
   }
 
-  // BOS: a TemplateProcessing post-processor whose single-sequence template starts with a
-  // special token (Llama-3 style), unless tokenizer_config.json's add_bos_token says otherwise.
-  std::optional<int64_t> template_bos;
-  std::vector<Json> processors;
-  if (j.contains("post_processor") && j["post_processor"].is_object()) {
-    const Json& pp = j["post_processor"];
-    if (pp.value("type", "") == "Sequence" && pp.contains("processors")) {
-      for (const auto& p : pp["processors"]) processors.push_back(p);
-    } else {
-      processors.push_back(pp);
-    }
-  }
-  for (const auto& p : processors) {
-    if (p.value("type", "") != "TemplateProcessing" || !p.contains("single")) continue;
-    const Json& single = p["single"];
-    if (single.is_array() && !single.empty() && single[0].contains("SpecialToken")) {
-      auto name = single[0]["SpecialToken"].value("id", "");
-      template_bos = token_to_id(name);
-      RETAIN_CHECK(template_bos.has_value(), where_, ": post_processor names special token '", name,
-                   "', which is not in the vocabulary");
-    }
-  }
-  bos_id_ = template_bos;
-  add_bos_ = template_bos.has_value();
+  // BOS/EOS: tokenizer.json's post-processor decides; transformers 5 drops tokenizer_config.json's
+  // add_bos_token/add_eos_token whenever tokenizer.json exists.
+  if (j.contains("post_processor") && j["post_processor"].is_object())
+    read_post_processor(j["post_processor"]);
+  const std::string ctx = config_path.string();
+  if (config.contains("bos_token"))
+    bos_id_ = resolve_token(config["bos_token"], ctx + ": bos_token");
+  if (!bos_id_ && !prefix_.empty()) bos_id_ = prefix_.front();
+  if (config.contains("eos_token"))
+    eos_id_ = resolve_token(config["eos_token"], ctx + ": eos_token");
+  if (auto split = json_get_optional<bool>(config, "split_special_tokens", ctx))
+    split_special_ = *split;
 
-  fs::path config_path = model_dir / "tokenizer_config.json";
-  if (fs::exists(config_path)) {
-    Json c = read_json_file(config_path);
-    std::string ctx = config_path.string();
-    if (c.contains("bos_token")) {
-      if (auto bos = resolve_token(c["bos_token"], ctx + ": bos_token")) bos_id_ = bos;
-    }
-    if (c.contains("eos_token")) eos_id_ = resolve_token(c["eos_token"], ctx + ": eos_token");
-    if (auto add = json_get_optional<bool>(c, "add_bos_token", ctx)) add_bos_ = *add;
-    RETAIN_CHECK(!add_bos_ || bos_id_.has_value(), ctx,
-                 ": add_bos_token is true but there is no bos_token");
+  auto names = [&](const std::vector<int64_t>& ids) {
+    std::string out;
+    for (int64_t id : ids) out += (out.empty() ? "" : " ") + id_to_token(id).value_or("?");
+    return out.empty() ? std::string("nothing") : out;
+  };
+  explanation_ = {
+      describe(), "pipeline: " + pipeline,
+      "special tokens: the post-processor puts " + names(prefix_) + " before and " +
+          names(suffix_) +
+          " after a text (tokenizer_config.json's add_bos_token / "
+          "add_eos_token are ignored when tokenizer.json exists, as in transformers 5)"};
+  if (split_special_)
+    explanation_.push_back("split_special_tokens: special tokens written in the text are text");
+}
+
+void HfTokenizer::read_post_processor(const Json& pp) {
+  const std::string ctx = where_ + ": post_processor";
+  const std::string type = json_get<std::string>(pp, "type", ctx);
+  if (type == "Sequence") {
+    for (const auto& p : json_get<Json>(pp, "processors", ctx)) read_post_processor(p);
+    return;
   }
+  if (type == "BertProcessing" || type == "RobertaProcessing") {
+    // {"cls": [token, id], "sep": [token, id]}: [CLS] text [SEP].
+    for (const char* key : {"cls", "sep"}) {
+      const Json& pair = json_get<Json>(pp, key, ctx);
+      RETAIN_CHECK(pair.is_array() && pair.size() == 2 && pair[1].is_number_integer(), ctx, ": '",
+                   key, "' must be [token, id]");
+      (key[0] == 'c' ? prefix_ : suffix_) = {pair[1].get<int64_t>()};
+    }
+    return;
+  }
+  if (type != "TemplateProcessing") return;  // ByteLevel and others add no tokens
+  const Json& single = json_get<Json>(pp, "single", ctx);
+  const Json specials = pp.value("special_tokens", Json::object());
+  RETAIN_CHECK(single.is_array(), ctx, ": 'single' must be an array");
+  std::vector<int64_t> before, after;
+  bool seen_text = false;
+  for (const auto& item : single) {
+    if (item.contains("Sequence")) {
+      seen_text = true;
+      continue;
+    }
+    RETAIN_CHECK(item.contains("SpecialToken"), ctx, ": template item ", item.dump(),
+                 " is neither SpecialToken nor Sequence");
+    const auto name = json_get<std::string>(item["SpecialToken"], "id", ctx);
+    // The ids come from the template's own special_tokens map, as tokenizers reads them.
+    RETAIN_CHECK(specials.contains(name), ctx, ": template names special token '", name,
+                 "', which its special_tokens map does not define");
+    auto ids = json_get<std::vector<int64_t>>(specials[name], "ids", ctx);
+    auto& out = seen_text ? after : before;
+    out.insert(out.end(), ids.begin(), ids.end());
+  }
+  prefix_ = std::move(before);
+  suffix_ = std::move(after);
 }
 
 HfTokenizer::~HfTokenizer() = default;
@@ -175,6 +240,7 @@ void HfTokenizer::split_added(const Segment& segment, bool normalized,
   while (pos < text.size()) {
     const AddedToken* match = nullptr;
     for (size_t index : added_by_first_byte_[normalized][static_cast<unsigned char>(text[pos])]) {
+      if (split_special_ && added_[index].special) continue;
       if (text.compare(pos, added_[index].content.size(), added_[index].content) == 0) {
         match = &added_[index];
         break;

@@ -1,6 +1,7 @@
 // HF tokenizers' tokenizer.json (BPE models: Llama-3 / Qwen byte-level, Llama-2 / Mistral
-// SentencePiece-style with byte fallback) plus tokenizer_config.json, reproducing the library's
-// encode and decode id for id:
+// SentencePiece-style with byte fallback) plus tokenizer_config.json and config.json, giving the
+// ids transformers 5's AutoTokenizer gives (transformers_classes.h: which class it builds, and
+// the pipeline a class rebuilds), then the tokenizers library's encode and decode id for id:
 //   added tokens split out of the raw text (non-normalized ones first, then normalized ones
 //   after normalization), honouring lstrip / rstrip / single_word; normalizer; pre-tokenizer;
 //   BPE per pre-token; decoders chained over the token strings.
@@ -31,8 +32,10 @@ class HfTokenizer : public Tokenizer {
   std::optional<int64_t> token_to_id(const std::string& token) const override;
   std::optional<int64_t> bos_id() const override { return bos_id_; }
   std::optional<int64_t> eos_id() const override { return eos_id_; }
-  bool add_bos() const override { return add_bos_; }
+  const std::vector<int64_t>& prefix_ids() const override { return prefix_; }
+  const std::vector<int64_t>& suffix_ids() const override { return suffix_; }
   std::string describe() const override;
+  std::vector<std::string> explain() const override { return explanation_; }
 
  private:
   struct AddedToken {
@@ -47,6 +50,9 @@ class HfTokenizer : public Tokenizer {
   };
   // The constructor's work; JSON library errors become retain::Error naming the file.
   void load(const fs::path& model_dir);
+  // prefix_/suffix_ from tokenizer.json's post-processor (TemplateProcessing, Bert/Roberta
+  // processing, or a Sequence of them).
+  void read_post_processor(const Json& post_processor);
   // Splits `segment` (ordinary text) around the added tokens with `normalized == normalized`.
   void split_added(const Segment& segment, bool normalized, std::vector<Segment>& out) const;
   std::optional<int64_t> resolve_token(const Json& value, const std::string& where) const;
@@ -64,7 +70,9 @@ class HfTokenizer : public Tokenizer {
   std::array<std::vector<size_t>, 256> added_by_first_byte_[2];
   int64_t vocab_size_ = 0;
   std::optional<int64_t> bos_id_, eos_id_;
-  bool add_bos_ = false;
+  std::vector<int64_t> prefix_, suffix_;
+  bool split_special_ = false;  // tokenizer_config.json's split_special_tokens
+  std::vector<std::string> explanation_;
 };
 
 }  // namespace retain

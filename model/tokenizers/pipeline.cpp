@@ -221,6 +221,23 @@ class SplitPreTokenizer : public PreTokenizer {
   bool invert_;
 };
 
+// Digits: each digit alone (individual_digits) or each run of digits, isolated. tokenizers tests
+// Rust's char::is_numeric, i.e. \p{N}.
+class DigitsPreTokenizer : public PreTokenizer {
+ public:
+  DigitsPreTokenizer(const Json& json, const std::string& where)
+      : digits_(json_get_optional<bool>(json, "individual_digits", where).value_or(false)
+                    ? "\\p{N}"
+                    : "\\p{N}+",
+                where) {}
+  void split(const PreToken& piece, std::vector<PreToken>& out) const override {
+    split_by_matches(piece, digits_.find_all(piece.text), false, SplitBehavior::kIsolated, out);
+  }
+
+ private:
+  Regex digits_;
+};
+
 // GPT-2's split, used by ByteLevel when use_regex is true.
 const char* const kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
@@ -523,6 +540,7 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const Json& json, const std::st
   if (type == "Split") return std::make_unique<SplitPreTokenizer>(json, where);
   if (type == "ByteLevel") return std::make_unique<ByteLevelPreTokenizer>(json, where);
   if (type == "Metaspace") return std::make_unique<MetaspacePreTokenizer>(json, where);
+  if (type == "Digits") return std::make_unique<DigitsPreTokenizer>(json, where);
   if (type == "Sequence")
     return std::make_unique<SequencePreTokenizer>(
         make_list<PreTokenizer>(json, "pretokenizers", where, make_pre_tokenizer));
