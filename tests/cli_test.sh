@@ -172,6 +172,21 @@ check_error tokenize-two-inputs "exactly one of --text, --file or --decode" \
 check tokenize-table "$retain" tokenize --model "$model" --text "alpha"
 grep -qP '^1\t"<s>"$' "$work/out.txt" || { echo "FAIL tokenize table lacks BOS row: $(head -2 "$work/out.txt")"; failures=$((failures + 1)); }
 mkdir -p "$work/notok" && cp "$model/config.json" "$model/model.safetensors" "$work/notok/"
+# BOS/EOS as the files say: with only tokenizer.model, tokenizer_config.json's add_bos_token and
+# add_eos_token apply (as in transformers 5); the full encoding ends in EOS, a prompt does not.
+eosmodel="$work/eosmodel"
+mkdir -p "$eosmodel" && cp "$model/tokenizer.model" "$model/config.json" "$eosmodel/"
+echo '{"add_bos_token": true, "add_eos_token": true}' > "$eosmodel/tokenizer_config.json"
+check tokenize-full-encoding "$retain" tokenize --model "$eosmodel" --text "alpha" --ids
+grep -qE '^1,[0-9,]+,2$' "$work/out.txt" || { echo "FAIL tokenize full encoding lacks BOS..EOS: $(cat "$work/out.txt")"; failures=$((failures + 1)); }
+check tokenize-as-prompt "$retain" tokenize --model "$eosmodel" --text "alpha" --ids --as-prompt
+grep -qE '^1,' "$work/out.txt" && ! grep -qE ',2$' "$work/out.txt" ||
+  { echo "FAIL tokenize --as-prompt ends in EOS: $(cat "$work/out.txt")"; failures=$((failures + 1)); }
+check tokenize-explain "$retain" tokenize --model "$eosmodel" --explain
+grep -q '^# special tokens: .*add_eos_token true' "$work/out.txt" || { echo "FAIL tokenize --explain: $(cat "$work/out.txt")"; failures=$((failures + 1)); }
+check_error tokenize-as-prompt-decode "--as-prompt applies to --text/--file" \
+  "$retain" tokenize --model "$eosmodel" --decode 1 --as-prompt
+
 check_error missing-tokenizer "no tokenizer found" "$retain" generate --model "$work/notok" --prompt hello
 
 # retain synth, --config files, init-model --tokenizer, prep --label-spans, eval synthetic --data.

@@ -113,6 +113,36 @@ TEST(HfTokenizer, BadInputGivesClearErrors) {
   EXPECT_ERROR_CONTAINS(tok->decode({99999}), "cannot decode id 99999");
 }
 
+// tokenizer_config.json and the post-processor are read as carefully as tokenizer.json: each
+// malformed part is named.
+TEST(HfTokenizer, BadConfigAndTemplateGiveClearErrors) {
+  TempDir dir;
+  auto with_config = [&](const std::string& config) {
+    fs::path d = copy_with(dir, [](Json&) {});
+    write_text_file_atomic(d / "tokenizer_config.json", config);
+    return d;
+  };
+  EXPECT_ERROR_CONTAINS(load_tokenizer(with_config(R"({"tokenizer_class": "Qwen2Tokenizer",
+                                     "added_tokens_decoder": {"x": {"content": "<a>"}}})")),
+                        "added_tokens_decoder key 'x' is not an id");
+  EXPECT_ERROR_CONTAINS(
+      load_tokenizer(with_config(R"({"added_tokens_decoder": {"7": {"special": true}}})")),
+      "added_tokens_decoder[7] has no content");
+  EXPECT_ERROR_CONTAINS(load_tokenizer(with_config("[1, 2]")), "expected a JSON object");
+  EXPECT_ERROR_CONTAINS(load_tokenizer(with_config("{\"split_special_tokens\": 3}")),
+                        "split_special_tokens");
+  fs::remove(dir / "tok" / "tokenizer_config.json");
+  EXPECT_ERROR_CONTAINS(
+      load_tokenizer(copy_with(dir,
+                               [](Json& j) {
+                                 j["post_processor"] = {
+                                     {"type", "TemplateProcessing"},
+                                     {"single", Json::array({{{"SpecialToken", {{"id", "<b>"}}}}})},
+                                     {"special_tokens", Json::object()}};
+                               })),
+      "template names special token '<b>', which its special_tokens map does not define");
+}
+
 TEST(HfTokenizer, MergesAsStringsOrPairsGiveTheSameIds) {
   TempDir dir;
   fs::path d = copy_with(dir, [](Json& j) {

@@ -3,8 +3,12 @@
 // tokenizer_class + model_type, the pipeline that class rebuilds, BOS/EOS from tokenizer.json's
 // post-processor whatever add_bos_token/add_eos_token say, special tokens named only in
 // tokenizer_config.json, split_special_tokens; ids with and without special tokens, decoding.
+#include <algorithm>
+#include <map>
+
 #include "core/json.h"
 #include "model/tokenizer.h"
+#include "model/tokenizers/transformers_classes.h"
 #include "test_util.h"
 
 namespace retain {
@@ -58,8 +62,8 @@ TEST_P(TokenizerSemantics, IdsAndDecodingMatchAutoTokenizer) {
   const auto explanation = tok->explain();
   ASSERT_GE(explanation.size(), 2u);
   const auto cls = (*dir)["class"].get<std::string>();
-  EXPECT_NE(explanation[1].find(cls), std::string::npos) << explanation[1] << " (AutoTokenizer: "
-                                                         << cls << ")";
+  EXPECT_NE(explanation[1].find(cls), std::string::npos)
+      << explanation[1] << " (AutoTokenizer: " << cls << ")";
   size_t mismatches = 0;
   for (const auto& c : (*dir)["cases"]) {
     const auto text = c["text"].get<std::string>();
@@ -70,7 +74,8 @@ TEST_P(TokenizerSemantics, IdsAndDecodingMatchAutoTokenizer) {
                       << Json(got).dump() << ", AutoTokenizer: " << Json(want).dump();
     };
     check(tok->encode_with_special_tokens(text), ids, "ids");
-    check(tok->encode(text), c["ids_no_special"].get<std::vector<int64_t>>(), "ids without specials");
+    check(tok->encode(text), c["ids_no_special"].get<std::vector<int64_t>>(),
+          "ids without specials");
     check(tok->decode(ids), c["decoded"].get<std::string>(), "decode");
     check(tok->decode(ids, /*skip_special=*/true), c["decoded_skip"].get<std::string>(),
           "decode skipping specials");
@@ -80,6 +85,37 @@ TEST_P(TokenizerSemantics, IdsAndDecodingMatchAutoTokenizer) {
 
 INSTANTIATE_TEST_SUITE_P(Dirs, TokenizerSemantics, ::testing::ValuesIn(names()),
                          [](const auto& info) { return info.param; });
+
+// A generation prompt is the full encoding without the post-processor's trailing EOS (a prompt
+// ending in EOS would ask the model to go on after the end); BOS stays.
+TEST(TokenizerSemanticsFixture, GenerationPromptsLeaveTheTrailingEosOut) {
+  auto tok = load_tokenizer(semantics_dir() / "llama2_eos_template");
+  const auto full = tok->encode_with_special_tokens("Hello world");
+  ASSERT_EQ(tok->suffix_ids(), std::vector<int64_t>{*tok->eos_id()});
+  EXPECT_EQ(full.back(), *tok->eos_id());
+  EXPECT_EQ(tok->encode_prompt("Hello world"), std::vector<int64_t>(full.begin(), full.end() - 1));
+  EXPECT_EQ(tok->encode_prompt("Hello world").front(), *tok->bos_id());
+}
+
+// retain's copy of transformers' tables (model_type -> class, distrusted model types, classes
+// that rebuild) is the installed transformers': a version bump that changes them fails here.
+TEST(TokenizerSemanticsFixture, ClassTableMatchesTransformers) {
+  Json table = read_json_file(semantics_dir() / "class_table.json");
+  std::map<std::string, std::string> want_map =
+      table["map"].get<std::map<std::string, std::string>>();
+  std::map<std::string, std::string> got_map;
+  std::vector<std::string> got_distrusted;
+  for (const auto& e : transformers_tokenizer_classes()) {
+    got_map[e.model_type] = e.tokenizer_class;
+    if (e.hub_class_known_wrong) got_distrusted.push_back(e.model_type);
+  }
+  EXPECT_EQ(got_map, want_map);
+  std::sort(got_distrusted.begin(), got_distrusted.end());
+  EXPECT_EQ(got_distrusted, table["distrusted"].get<std::vector<std::string>>());
+  auto rebuilding = transformers_rebuilding_classes();
+  std::sort(rebuilding.begin(), rebuilding.end());
+  EXPECT_EQ(rebuilding, table["rebuilding"].get<std::vector<std::string>>());
+}
 
 TEST(TokenizerSemanticsFixture, EveryDirectoryIsTested) {
   std::vector<std::string> in_fixture;

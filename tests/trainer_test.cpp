@@ -292,5 +292,47 @@ TEST(Trainer, ChatDataGetsAnAssistantOnlyMask) {
   EXPECT_EQ(labelled.find("Hi"), std::string::npos) << labelled;
 }
 
+// prep stores each document as the tokenizer's full encoding (what HF's tokenizer(text) gives:
+// here BOS ... EOS from the post-processor) and ends it in exactly one EOS: the template's, or one
+// appended when the template has none. With label spans the final EOS is labelled when the text
+// ends in a span.
+TEST(Prep, DocumentsAreTheFullEncodingEndingInOneEos) {
+  TempDir dir;
+  write_text_file_atomic(dir / "docs.jsonl",
+                         "{\"text\": \"Hello world\", \"spans\": [[6, 11]]}\n"
+                         "{\"text\": \" two  spaces\", \"spans\": [[0, 4]]}\n");
+  for (const char* name : {"llama2_eos_template", "llama2_add_eos_true"}) {
+    SCOPED_TRACE(name);
+    const fs::path tok_dir = testing::fixture_dir("tokenizer_semantics") / name;
+    auto tokenizer = load_tokenizer(tok_dir);
+    const bool template_eos = std::string(name) == "llama2_eos_template";
+    EXPECT_EQ(tokenizer->suffix_ids().size(), template_eos ? 1u : 0u);
+    for (bool spans : {false, true}) {
+      PrepOptions prep;
+      prep.tokenizer_dir = tok_dir.string();
+      prep.inputs = {(dir / "docs.jsonl").string()};
+      prep.format = "jsonl";
+      if (spans) prep.label_spans = "spans";
+      prep.out = (dir / (std::string(name) + (spans ? "-spans" : ""))).string();
+      run_prep(prep);
+      ShardReader reader(fs::path(prep.out) / "shard-00000.h5");
+      ASSERT_EQ(reader.num_docs(), 2);
+      std::vector<int32_t> ids(reader.num_tokens());
+      std::vector<uint8_t> mask(reader.num_tokens());
+      reader.read(0, reader.num_tokens(), ids.data(), spans ? mask.data() : nullptr);
+      const int64_t eos = *tokenizer->eos_id();
+      for (int d = 0; d < 2; ++d) {
+        const std::string text = d == 0 ? "Hello world" : " two  spaces";
+        auto want = tokenizer->encode_with_special_tokens(text);
+        if (want.back() != eos) want.push_back(eos);
+        const auto begin = reader.doc_offsets()[d], end = reader.doc_offsets()[d + 1];
+        EXPECT_EQ(std::vector<int64_t>(ids.begin() + begin, ids.begin() + end), want) << text;
+        EXPECT_NE(ids[end - 2], eos) << "two EOS at the end of " << text;
+        if (spans) EXPECT_EQ(mask[end - 1], d == 0 ? 1 : 0) << "the final EOS of " << text;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace retain

@@ -8,32 +8,17 @@ namespace retain {
 
 namespace {
 
-// The classes of transformers 5.23 that build their own pipeline (subclasses of
-// TokenizersBackend with a constructor); any other name resolves to TokenizersBackend.
 const std::unordered_set<std::string>& rebuilding_classes() {
-  static const std::unordered_set<std::string> names = {
-      "AlbertTokenizer", "BarthezTokenizer", "BertTokenizer", "BigBirdTokenizer",
-      "BlenderbotTokenizer", "CLIPTokenizer", "CamembertTokenizer", "CodeGenTokenizer",
-      "CodeLlamaTokenizer", "CohereTokenizer", "ConvBertTokenizer", "CpmTokenizer",
-      "DPRContextEncoderTokenizer", "DPRQuestionEncoderTokenizer", "DPRReaderTokenizer",
-      "DebertaTokenizer", "DebertaV2Tokenizer", "DistilBertTokenizer", "EsmcTokenizer",
-      "FNetTokenizer", "FunnelTokenizer", "GPT2Tokenizer", "GPTNeoXTokenizer", "GemmaTokenizer",
-      "HerbertTokenizer", "LasrTokenizer", "LayoutLMv2Tokenizer", "LayoutLMv3Tokenizer",
-      "LayoutXLMTokenizer", "LlamaTokenizer", "LukeTokenizer", "MBart50Tokenizer",
-      "MBartTokenizer", "MLukeTokenizer", "MPNetTokenizer", "MarkupLMTokenizer", "NllbTokenizer",
-      "NougatTokenizer", "OpenAIGPTTokenizer", "ParakeetTokenizer", "PegasusTokenizer",
-      "Qwen2Tokenizer", "Qwen3_5Tokenizer", "ReformerTokenizer", "RemBertTokenizer",
-      "RoFormerTokenizer", "RobertaTokenizer", "SeamlessM4TTokenizer", "Siglip2Tokenizer",
-      "SplinterTokenizer", "T5Tokenizer", "Tipsv2Tokenizer", "UdopTokenizer",
-      "VideoPrismTokenizer", "WhisperTokenizer", "XGLMTokenizer", "XLMRobertaTokenizer",
-      "XLNetTokenizer"};
+  static const std::unordered_set<std::string> names(transformers_rebuilding_classes().begin(),
+                                                     transformers_rebuilding_classes().end());
   return names;
 }
 
 const char* const kBackend = "TokenizersBackend";
 
 std::string strip_fast(std::string name) {
-  if (name.size() > 4 && name.compare(name.size() - 4, 4, "Fast") == 0) name.resize(name.size() - 4);
+  if (name.size() > 4 && name.compare(name.size() - 4, 4, "Fast") == 0)
+    name.resize(name.size() - 4);
   return name;
 }
 
@@ -87,7 +72,9 @@ Json byte_level(bool add_prefix_space, bool use_regex) {
           {"trim_offsets", true},
           {"use_regex", use_regex}};
 }
-Json sequence(const char* key, Json parts) { return {{"type", "Sequence"}, {key, std::move(parts)}}; }
+Json sequence(const char* key, Json parts) {
+  return {{"type", "Sequence"}, {key, std::move(parts)}};
+}
 Json replace(const std::string& from, const std::string& to) {
   return {{"type", "Replace"}, {"pattern", {{"String", from}}}, {"content", to}};
 }
@@ -121,25 +108,41 @@ void set_bpe_options(Json& model, bool byte_fallback, bool fuse_unk,
 std::optional<std::string> class_default(const std::string& class_name, const std::string& key) {
   static const std::map<std::string, std::map<std::string, std::string>> defaults = {
       {"LlamaTokenizer", {{"unk_token", "<unk>"}, {"bos_token", "<s>"}, {"eos_token", "</s>"}}},
-      {"CodeLlamaTokenizer",
-       {{"unk_token", "<unk>"}, {"bos_token", "<s>"}, {"eos_token", "</s>"}}},
+      {"CodeLlamaTokenizer", {{"unk_token", "<unk>"}, {"bos_token", "<s>"}, {"eos_token", "</s>"}}},
       {"Qwen2Tokenizer",
-       {{"unk_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"}, {"pad_token", "<|endoftext|>"}}},
+       {{"unk_token", "<|endoftext|>"},
+        {"eos_token", "<|endoftext|>"},
+        {"pad_token", "<|endoftext|>"}}},
       {"Qwen3_5Tokenizer",
-       {{"unk_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"}, {"pad_token", "<|endoftext|>"}}},
+       {{"unk_token", "<|endoftext|>"},
+        {"eos_token", "<|endoftext|>"},
+        {"pad_token", "<|endoftext|>"}}},
       {"GPT2Tokenizer",
-       {{"unk_token", "<|endoftext|>"}, {"bos_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"}}},
+       {{"unk_token", "<|endoftext|>"},
+        {"bos_token", "<|endoftext|>"},
+        {"eos_token", "<|endoftext|>"}}},
       {"CodeGenTokenizer",
-       {{"unk_token", "<|endoftext|>"}, {"bos_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"}}},
+       {{"unk_token", "<|endoftext|>"},
+        {"bos_token", "<|endoftext|>"},
+        {"eos_token", "<|endoftext|>"}}},
       {"GPTNeoXTokenizer",
-       {{"unk_token", "<|endoftext|>"}, {"bos_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"},
+       {{"unk_token", "<|endoftext|>"},
+        {"bos_token", "<|endoftext|>"},
+        {"eos_token", "<|endoftext|>"},
         {"pad_token", "<|padding|>"}}},
       {"GemmaTokenizer",
-       {{"unk_token", "<unk>"}, {"bos_token", "<bos>"}, {"eos_token", "<eos>"}, {"pad_token", "<pad>"},
+       {{"unk_token", "<unk>"},
+        {"bos_token", "<bos>"},
+        {"eos_token", "<eos>"},
+        {"pad_token", "<pad>"},
         {"mask_token", "<mask>"}}},
       {"CohereTokenizer",
-       {{"unk_token", "<UNK>"}, {"bos_token", "<BOS_TOKEN>"}, {"eos_token", "<|END_OF_TURN_TOKEN|>"},
-        {"pad_token", "<PAD>"}, {"cls_token", "<CLS>"}, {"sep_token", "<SEP>"},
+       {{"unk_token", "<UNK>"},
+        {"bos_token", "<BOS_TOKEN>"},
+        {"eos_token", "<|END_OF_TURN_TOKEN|>"},
+        {"pad_token", "<PAD>"},
+        {"cls_token", "<CLS>"},
+        {"sep_token", "<SEP>"},
         {"mask_token", "<MASK_TOKEN>"}}}};
   auto c = defaults.find(class_name);
   if (c == defaults.end()) return std::nullopt;
@@ -196,6 +199,69 @@ Json added_token_json(const std::string& content, bool special, const Json& flag
 
 }  // namespace
 
+// transformers 5.23's subclasses of TokenizersBackend (the "Fast" aliases are the same classes).
+const std::vector<std::string>& transformers_rebuilding_classes() {
+  static const std::vector<std::string> names = {"AlbertTokenizer",
+                                                 "BarthezTokenizer",
+                                                 "BertTokenizer",
+                                                 "BigBirdTokenizer",
+                                                 "BlenderbotTokenizer",
+                                                 "CLIPTokenizer",
+                                                 "CamembertTokenizer",
+                                                 "CodeGenTokenizer",
+                                                 "CodeLlamaTokenizer",
+                                                 "CohereTokenizer",
+                                                 "ConvBertTokenizer",
+                                                 "CpmTokenizer",
+                                                 "DPRContextEncoderTokenizer",
+                                                 "DPRQuestionEncoderTokenizer",
+                                                 "DPRReaderTokenizer",
+                                                 "DebertaTokenizer",
+                                                 "DebertaV2Tokenizer",
+                                                 "DistilBertTokenizer",
+                                                 "EsmcTokenizer",
+                                                 "FNetTokenizer",
+                                                 "FunnelTokenizer",
+                                                 "GPT2Tokenizer",
+                                                 "GPTNeoXTokenizer",
+                                                 "GemmaTokenizer",
+                                                 "HerbertTokenizer",
+                                                 "LasrTokenizer",
+                                                 "LayoutLMv2Tokenizer",
+                                                 "LayoutLMv3Tokenizer",
+                                                 "LayoutXLMTokenizer",
+                                                 "LlamaTokenizer",
+                                                 "LukeTokenizer",
+                                                 "MBart50Tokenizer",
+                                                 "MBartTokenizer",
+                                                 "MLukeTokenizer",
+                                                 "MPNetTokenizer",
+                                                 "MarkupLMTokenizer",
+                                                 "NllbTokenizer",
+                                                 "NougatTokenizer",
+                                                 "OpenAIGPTTokenizer",
+                                                 "ParakeetTokenizer",
+                                                 "PegasusTokenizer",
+                                                 "Qwen2Tokenizer",
+                                                 "Qwen3_5Tokenizer",
+                                                 "ReformerTokenizer",
+                                                 "RemBertTokenizer",
+                                                 "RoFormerTokenizer",
+                                                 "RobertaTokenizer",
+                                                 "SeamlessM4TTokenizer",
+                                                 "Siglip2Tokenizer",
+                                                 "SplinterTokenizer",
+                                                 "T5Tokenizer",
+                                                 "Tipsv2Tokenizer",
+                                                 "UdopTokenizer",
+                                                 "VideoPrismTokenizer",
+                                                 "WhisperTokenizer",
+                                                 "XGLMTokenizer",
+                                                 "XLMRobertaTokenizer",
+                                                 "XLNetTokenizer"};
+  return names;
+}
+
 TokenizerClassChoice choose_tokenizer_class(const Json& tokenizer_config, const Json& model_config,
                                             bool json_mentions_byte_level) {
   // transformers/models/auto/tokenization_auto.py, AutoTokenizer.from_pretrained.
@@ -214,18 +280,21 @@ TokenizerClassChoice choose_tokenizer_class(const Json& tokenizer_config, const 
     if (!is_generic(mapped)) {
       const std::string name = class_from_name(entry->hub_class_known_wrong ? mapped : hub);
       if (name != kBackend)
-        return {name, where + ": model_type '" + model_type + "' maps to " + mapped +
-                          (entry->hub_class_known_wrong ? ", and transformers distrusts the hub's class"
-                                                        : ", the declared class wins")};
+        return {name,
+                where + ": model_type '" + model_type + "' maps to " + mapped +
+                    (entry->hub_class_known_wrong ? ", and transformers distrusts the hub's class"
+                                                  : ", the declared class wins")};
     }
     return {kBackend, where + ": the model_type maps to " + mapped + ", not to the declared class"};
   }
   if (!hub.empty()) {
     const std::string name = class_from_name(hub);
-    return {name, where + (name == kBackend ? ": a generic or unknown class" : ": the declared class")};
+    return {name,
+            where + (name == kBackend ? ": a generic or unknown class" : ": the declared class")};
   }
   if (entry && !is_generic(mapped))
-    return {class_from_name(mapped), where + ": no declared class; the model_type maps to " + mapped};
+    return {class_from_name(mapped),
+            where + ": no declared class; the model_type maps to " + mapped};
   return {kBackend, where + ": no declared class and no class for the model_type"};
 }
 
@@ -247,7 +316,8 @@ std::optional<std::string> rebuild_tokenizer_json(const std::string& name, const
                            {"replacement", "\u2581"},
                            {"prepend_scheme", scheme},
                            {"split", false}};
-    Json decoders = Json::array({replace("\u2581", " "), {{"type", "ByteFallback"}}, {{"type", "Fuse"}}});
+    Json decoders =
+        Json::array({replace("\u2581", " "), {{"type", "ByteFallback"}}, {{"type", "Fuse"}}});
     if (strip) decoders.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
     tj["decoder"] = sequence("decoders", decoders);
     description = "no normalizer, Metaspace (prepend " + scheme +
@@ -267,13 +337,14 @@ std::optional<std::string> rebuild_tokenizer_json(const std::string& name, const
     const bool prefix = optional_bool(config, "add_prefix_space").value_or(false);
     set_bpe_options(model, false, false, std::nullopt);
     tj["normalizer"] = {{"type", "NFC"}};
-    tj["pre_tokenizer"] = sequence(
-        "pretokenizers",
-        Json::array({split_regex(name == "Qwen2Tokenizer" ? kQwen2Regex : kQwen3_5Regex),
-                     byte_level(prefix, false)}));
+    tj["pre_tokenizer"] =
+        sequence("pretokenizers",
+                 Json::array({split_regex(name == "Qwen2Tokenizer" ? kQwen2Regex : kQwen3_5Regex),
+                              byte_level(prefix, false)}));
     tj["decoder"] = byte_level(true, true);
-    description = std::string("NFC, Split(the ") + (name == "Qwen2Tokenizer" ? "Qwen2" : "Qwen3.5") +
-                  " regex) + ByteLevel" + (prefix ? " with a prefix space" : "");
+    description = std::string("NFC, Split(the ") +
+                  (name == "Qwen2Tokenizer" ? "Qwen2" : "Qwen3.5") + " regex) + ByteLevel" +
+                  (prefix ? " with a prefix space" : "");
   } else if (name == "GPT2Tokenizer" || name == "CodeGenTokenizer" || name == "GPTNeoXTokenizer") {
     // models/gpt2, models/codegen, models/gpt_neox: ByteLevel with GPT-2's regex.
     const bool prefix = optional_bool(config, "add_prefix_space").value_or(false);
@@ -298,9 +369,9 @@ std::optional<std::string> rebuild_tokenizer_json(const std::string& name, const
                            {"pattern", {{"String", " "}}},
                            {"behavior", "MergedWithPrevious"},
                            {"invert", false}};
-    tj["decoder"] = sequence("decoders", Json::array({replace("\u2581", " "),
-                                                      {{"type", "ByteFallback"}},
-                                                      {{"type", "Fuse"}}}));
+    tj["decoder"] = sequence(
+        "decoders",
+        Json::array({replace("\u2581", " "), {{"type", "ByteFallback"}}, {{"type", "Fuse"}}}));
     description = "Replace(' ' -> '\u2581'), Split(' ', merged with previous), byte fallback";
   } else if (name == "CohereTokenizer") {
     // models/cohere/tokenization_cohere.py
@@ -308,8 +379,8 @@ std::optional<std::string> rebuild_tokenizer_json(const std::string& name, const
     set_bpe_options(model, false, false, std::nullopt);
     tj["normalizer"] = {{"type", "NFC"}};
     tj["pre_tokenizer"] = sequence(
-        "pretokenizers", Json::array({{{"type", "Digits"}, {"individual_digits", true}},
-                                      byte_level(prefix, true)}));
+        "pretokenizers",
+        Json::array({{{"type", "Digits"}, {"individual_digits", true}}, byte_level(prefix, true)}));
     tj["decoder"] = byte_level(prefix, true);
     description = "NFC, single digits, ByteLevel (GPT-2 regex)";
   } else {
@@ -329,7 +400,8 @@ std::optional<std::string> rebuild_tokenizer_json(const std::string& name, const
 void add_config_added_tokens(const Json& config, Json& tj) {
   if (!config.is_object() || !config.contains("added_tokens_decoder")) return;
   const Json& decoder = config["added_tokens_decoder"];
-  RETAIN_CHECK(decoder.is_object(), "tokenizer_config.json: added_tokens_decoder must be an object");
+  RETAIN_CHECK(decoder.is_object(),
+               "tokenizer_config.json: added_tokens_decoder must be an object");
   std::vector<std::pair<int64_t, Json>> tokens;
   for (const auto& [id, token] : decoder.items()) {
     int64_t key = 0;
@@ -347,8 +419,8 @@ void add_config_added_tokens(const Json& config, Json& tj) {
     auto content = token_content(token);
     RETAIN_CHECK(content.has_value(), "tokenizer_config.json: added_tokens_decoder[", id,
                  "] has no content");
-    add_token(tj, added_token_json(*content, token.is_object() && token.value("special", false),
-                                   token));
+    add_token(
+        tj, added_token_json(*content, token.is_object() && token.value("special", false), token));
   }
 }
 
@@ -361,7 +433,8 @@ void add_named_special_tokens(const std::string& class_name, const Json& config,
   std::vector<std::pair<std::string, Json>> wanted;
   for (const char* key : kNamed) {
     if (auto content = named_token(class_name, config, key))
-      wanted.emplace_back(*content, config.is_object() && config.contains(key) ? config[key] : Json());
+      wanted.emplace_back(*content,
+                          config.is_object() && config.contains(key) ? config[key] : Json());
   }
   for (const char* key : {"extra_special_tokens", "additional_special_tokens"}) {
     if (!config.is_object() || !config.contains(key) || !config[key].is_array()) continue;

@@ -27,6 +27,10 @@ struct ModelTypeTokenizerClass {
 // transformers' model_type -> tokenizer class map (transformers_class_table.cpp).
 const std::vector<ModelTypeTokenizerClass>& transformers_tokenizer_classes();
 
+// The transformers classes that build their own pipeline (every other name means the file as
+// written).
+const std::vector<std::string>& transformers_rebuilding_classes();
+
 struct TokenizerClassChoice {
   std::string name;    // without a "Fast" suffix; "TokenizersBackend" = tokenizer.json as written
   std::string reason;  // why AutoTokenizer picks it, for `tokenize --explain`
