@@ -108,20 +108,11 @@ void set_bpe_options(Json& model, bool byte_fallback, bool fuse_unk,
 std::optional<std::string> class_default(const std::string& class_name, const std::string& key) {
   static const std::map<std::string, std::map<std::string, std::string>> defaults = {
       {"LlamaTokenizer", {{"unk_token", "<unk>"}, {"bos_token", "<s>"}, {"eos_token", "</s>"}}},
-      {"CodeLlamaTokenizer", {{"unk_token", "<unk>"}, {"bos_token", "<s>"}, {"eos_token", "</s>"}}},
       {"Qwen2Tokenizer",
        {{"unk_token", "<|endoftext|>"},
         {"eos_token", "<|endoftext|>"},
         {"pad_token", "<|endoftext|>"}}},
-      {"Qwen3_5Tokenizer",
-       {{"unk_token", "<|endoftext|>"},
-        {"eos_token", "<|endoftext|>"},
-        {"pad_token", "<|endoftext|>"}}},
       {"GPT2Tokenizer",
-       {{"unk_token", "<|endoftext|>"},
-        {"bos_token", "<|endoftext|>"},
-        {"eos_token", "<|endoftext|>"}}},
-      {"CodeGenTokenizer",
        {{"unk_token", "<|endoftext|>"},
         {"bos_token", "<|endoftext|>"},
         {"eos_token", "<|endoftext|>"}}},
@@ -144,7 +135,13 @@ std::optional<std::string> class_default(const std::string& class_name, const st
         {"cls_token", "<CLS>"},
         {"sep_token", "<SEP>"},
         {"mask_token", "<MASK_TOKEN>"}}}};
-  auto c = defaults.find(class_name);
+  // Classes whose constructors share a sibling's defaults.
+  static const std::map<std::string, std::string> same_as = {
+      {"CodeLlamaTokenizer", "LlamaTokenizer"},
+      {"Qwen3_5Tokenizer", "Qwen2Tokenizer"},
+      {"CodeGenTokenizer", "GPT2Tokenizer"}};
+  auto alias = same_as.find(class_name);
+  auto c = defaults.find(alias == same_as.end() ? class_name : alias->second);
   if (c == defaults.end()) return std::nullopt;
   auto t = c->second.find(key);
   if (t == c->second.end()) return std::nullopt;
