@@ -141,6 +141,15 @@ TEST(HfTokenizer, BadConfigAndTemplateGiveClearErrors) {
                                      {"special_tokens", Json::object()}};
                                })),
       "template names special token '<b>', which its special_tokens map does not define");
+  EXPECT_ERROR_CONTAINS(
+      load_tokenizer(copy_with(dir,
+                               [](Json& j) {
+                                 j["post_processor"] = {
+                                     {"type", "TemplateProcessing"},
+                                     {"single", Json::array({{{"SpecialToken", {{"id", "<b>"}}}}})},
+                                     {"special_tokens", {{"<b>", {{"ids", {99999999}}}}}}};
+                               })),
+      "special token '<b>' has id 99999999, outside the vocabulary");
 }
 
 TEST(HfTokenizer, MergesAsStringsOrPairsGiveTheSameIds) {

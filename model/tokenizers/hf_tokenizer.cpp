@@ -168,8 +168,9 @@ void HfTokenizer::read_post_processor(const Json& pp) {
     // {"cls": [token, id], "sep": [token, id]}: [CLS] text [SEP].
     for (const char* key : {"cls", "sep"}) {
       const Json& pair = json_get<Json>(pp, key, ctx);
-      RETAIN_CHECK(pair.is_array() && pair.size() == 2 && pair[1].is_number_integer(), ctx, ": '",
-                   key, "' must be [token, id]");
+      RETAIN_CHECK(pair.is_array() && pair.size() == 2 && pair[1].is_number_integer() &&
+                       pair[1].get<int64_t>() >= 0 && pair[1].get<int64_t>() < vocab_size_,
+                   ctx, ": '", key, "' must be [token, id] with an id in the vocabulary");
       (key[0] == 'c' ? prefix_ : suffix_) = {pair[1].get<int64_t>()};
     }
     return;
@@ -192,6 +193,9 @@ void HfTokenizer::read_post_processor(const Json& pp) {
     RETAIN_CHECK(specials.contains(name), ctx, ": template names special token '", name,
                  "', which its special_tokens map does not define");
     auto ids = json_get<std::vector<int64_t>>(specials[name], "ids", ctx);
+    for (int64_t id : ids)
+      RETAIN_CHECK(id >= 0 && id < vocab_size_, ctx, ": special token '", name, "' has id ", id,
+                   ", outside the vocabulary [0, ", vocab_size_, ")");
     auto& out = seen_text ? after : before;
     out.insert(out.end(), ids.begin(), ids.end());
   }

@@ -1,6 +1,7 @@
 // transformers 5.23's model_type -> tokenizer class map (TOKENIZER_MAPPING_NAMES, with
 // mistral_common absent) and its "known incorrect hub tokenizer_class" set
-// (MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS, added to the map as TokenizersBackend where missing).
+// (MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS, added to the map as TokenizersBackend where missing),
+// and the classes that build their own pipeline.
 // Data, not code: the test HfTokenizer.ClassTableMatchesTransformers compares it with the
 // installed transformers, so a version bump that changes it fails loudly.
 #include "model/tokenizers/transformers_classes.h"
@@ -319,6 +320,69 @@ const std::vector<ModelTypeTokenizerClass>& transformers_tokenizer_classes() {
       {"zaya", "GemmaTokenizer", false},
   };
   return table;
+}
+
+// transformers 5.23's subclasses of TokenizersBackend (the "Fast" aliases are the same classes).
+const std::vector<std::string>& transformers_rebuilding_classes() {
+  static const std::vector<std::string> names = {"AlbertTokenizer",
+                                                 "BarthezTokenizer",
+                                                 "BertTokenizer",
+                                                 "BigBirdTokenizer",
+                                                 "BlenderbotTokenizer",
+                                                 "CLIPTokenizer",
+                                                 "CamembertTokenizer",
+                                                 "CodeGenTokenizer",
+                                                 "CodeLlamaTokenizer",
+                                                 "CohereTokenizer",
+                                                 "ConvBertTokenizer",
+                                                 "CpmTokenizer",
+                                                 "DPRContextEncoderTokenizer",
+                                                 "DPRQuestionEncoderTokenizer",
+                                                 "DPRReaderTokenizer",
+                                                 "DebertaTokenizer",
+                                                 "DebertaV2Tokenizer",
+                                                 "DistilBertTokenizer",
+                                                 "EsmcTokenizer",
+                                                 "FNetTokenizer",
+                                                 "FunnelTokenizer",
+                                                 "GPT2Tokenizer",
+                                                 "GPTNeoXTokenizer",
+                                                 "GemmaTokenizer",
+                                                 "HerbertTokenizer",
+                                                 "LasrTokenizer",
+                                                 "LayoutLMv2Tokenizer",
+                                                 "LayoutLMv3Tokenizer",
+                                                 "LayoutXLMTokenizer",
+                                                 "LlamaTokenizer",
+                                                 "LukeTokenizer",
+                                                 "MBart50Tokenizer",
+                                                 "MBartTokenizer",
+                                                 "MLukeTokenizer",
+                                                 "MPNetTokenizer",
+                                                 "MarkupLMTokenizer",
+                                                 "NllbTokenizer",
+                                                 "NougatTokenizer",
+                                                 "OpenAIGPTTokenizer",
+                                                 "ParakeetTokenizer",
+                                                 "PegasusTokenizer",
+                                                 "Qwen2Tokenizer",
+                                                 "Qwen3_5Tokenizer",
+                                                 "ReformerTokenizer",
+                                                 "RemBertTokenizer",
+                                                 "RoFormerTokenizer",
+                                                 "RobertaTokenizer",
+                                                 "SeamlessM4TTokenizer",
+                                                 "Siglip2Tokenizer",
+                                                 "SplinterTokenizer",
+                                                 "T5Tokenizer",
+                                                 "Tipsv2Tokenizer",
+                                                 "UdopTokenizer",
+                                                 "VideoPrismTokenizer",
+                                                 "WhisperTokenizer",
+                                                 "XGLMTokenizer",
+                                                 "XLMRobertaTokenizer",
+                                                 "XLNetTokenizer"};
+  return names;
 }
 
 }  // namespace retain
