@@ -2,7 +2,7 @@
 // mistral_common absent) and its "known incorrect hub tokenizer_class" set
 // (MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS, added to the map as TokenizersBackend where missing),
 // and the classes that build their own pipeline.
-// Data, not code: the test HfTokenizer.ClassTableMatchesTransformers compares it with the
+// Data, not code: TokenizerSemanticsFixture.ClassTableMatchesTransformers compares it with the
 // installed transformers, so a version bump that changes it fails loudly.
 #include "model/tokenizers/transformers_classes.h"
 
