@@ -132,24 +132,20 @@ TEST(HfTokenizer, BadConfigAndTemplateGiveClearErrors) {
   EXPECT_ERROR_CONTAINS(load_tokenizer(with_config("{\"split_special_tokens\": 3}")),
                         "split_special_tokens");
   fs::remove(dir / "tok" / "tokenizer_config.json");
+  // A template "<b> $A" whose special_tokens map is `specials`.
+  auto with_template = [&](const Json& specials) {
+    return copy_with(dir, [&](Json& j) {
+      j["post_processor"] = {{"type", "TemplateProcessing"},
+                             {"single", Json::array({{{"SpecialToken", {{"id", "<b>"}}}},
+                                                     {{"Sequence", {{"id", "A"}}}}})},
+                             {"special_tokens", specials}};
+    });
+  };
   EXPECT_ERROR_CONTAINS(
-      load_tokenizer(copy_with(dir,
-                               [](Json& j) {
-                                 j["post_processor"] = {
-                                     {"type", "TemplateProcessing"},
-                                     {"single", Json::array({{{"SpecialToken", {{"id", "<b>"}}}}})},
-                                     {"special_tokens", Json::object()}};
-                               })),
+      load_tokenizer(with_template(Json::object())),
       "template names special token '<b>', which its special_tokens map does not define");
-  EXPECT_ERROR_CONTAINS(
-      load_tokenizer(copy_with(dir,
-                               [](Json& j) {
-                                 j["post_processor"] = {
-                                     {"type", "TemplateProcessing"},
-                                     {"single", Json::array({{{"SpecialToken", {{"id", "<b>"}}}}})},
-                                     {"special_tokens", {{"<b>", {{"ids", {99999999}}}}}}};
-                               })),
-      "special token '<b>' has id 99999999, outside the vocabulary");
+  EXPECT_ERROR_CONTAINS(load_tokenizer(with_template({{"<b>", {{"ids", {99999999}}}}})),
+                        "special token '<b>' has id 99999999, outside the vocabulary");
 }
 
 TEST(HfTokenizer, MergesAsStringsOrPairsGiveTheSameIds) {
