@@ -11,17 +11,13 @@ source "$(cd "$(dirname "$0")" && pwd)/tiny_fixture.sh"
 enter_work_dir "$work"
 
 make_tiny_fixture "$retain" "$python" 4 60
-cat > recipe.yaml <<'YAML'
-model: {path: model, device: cpu}  # the gloo path; a GPU machine has too few GPUs for 3 ranks
-gates: {arch: mlp3, width: 16, bias_init: 3.0}
-loss: {memory: 8, logit_block_size: 64}
-data: {shards: shards, seq_len: 64}
-optim: {warmup_steps: 2, lr: 5.0e-3}
-train: {steps: 5}
-checkpoint: {every: 0}
-log: {samples: true}
-dist: {timeout_s: 20}
-YAML
+write_tiny_recipe \
+  'model: {path: model, device: cpu}  # the gloo path; a GPU machine has too few GPUs for 3 ranks' \
+  'data: {shards: shards, seq_len: 64}' \
+  'train: {steps: 5}' \
+  'checkpoint: {every: 0}' \
+  'log: {samples: true}' \
+  'dist: {timeout_s: 20}'
 
 # 1. Same global batch of 4 sequences: 1 rank x batch 4, 2 ranks x batch 2.
 "$retain" train recipe.yaml run.dir=one train.batch_size=4 2>/dev/null || fail "1-rank run"

@@ -16,15 +16,11 @@ enter_work_dir "$work"
 delays() { "$python" -c "import random; r = random.Random($1); print('\n'.join('%.2f' % r.uniform($2, $3) for _ in range($4)))"; }
 
 make_tiny_fixture "$retain" "$python" 1 200
-cat > recipe.yaml <<'YAML'
-model: {path: model}
-gates: {arch: mlp3, width: 16, bias_init: 3.0}
-loss: {memory: 8, logit_block_size: 64}
-data: {shards: shards, seq_len: 128}
-optim: {warmup_steps: 2, lr: 5.0e-3}
-train: {steps: 100, grad_accum: 2}
-checkpoint: {every: 1, keep_last_k: 3}
-YAML
+write_tiny_recipe \
+  'model: {path: model}' \
+  'data: {shards: shards, seq_len: 128}' \
+  'train: {steps: 100, grad_accum: 2}' \
+  'checkpoint: {every: 1, keep_last_k: 3}'
 "$retain" train recipe.yaml run.dir=straight 2>/dev/null || fail "uninterrupted run"
 "$retain" export straight --out straight.safetensors 2>/dev/null || fail "export straight"
 

@@ -14,16 +14,12 @@ source "$(cd "$(dirname "$0")" && pwd)/tiny_fixture.sh"
 enter_work_dir "$work"
 
 make_tiny_fixture "$retain" "$python" 4 60
-cat > recipe.yaml <<'YAML'
-model: {path: model, device: cpu}
-gates: {arch: mlp3, width: 16, bias_init: 3.0}
-loss: {memory: 8, logit_block_size: 64}
-data: {shards: shards, seq_len: 64}
-optim: {warmup_steps: 2, lr: 5.0e-3}
-train: {steps: 100000}
-checkpoint: {every: 1, keep_last_k: 2}
-dist: {timeout_s: 10}
-YAML
+write_tiny_recipe \
+  'model: {path: model, device: cpu}' \
+  'data: {shards: shards, seq_len: 64}' \
+  'train: {steps: 100000}' \
+  'checkpoint: {every: 1, keep_last_k: 2}' \
+  'dist: {timeout_s: 10}'
 timeout_s=10 slack=15
 
 # case NAME SIGNAL VICTIM CAUSE: starts 3 ranks, sends SIGNAL to rank VICTIM once training runs,

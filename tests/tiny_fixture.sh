@@ -1,5 +1,5 @@
-# Sourced by the training shell tests: a fresh work directory, `fail`, a free port, and a random
-# tiny qwen3 with HDF5 shards of random word documents.
+# Sourced by the training shell tests: a fresh work directory, `fail`, a free port, a random tiny
+# qwen3 with HDF5 shards of random word documents, and the tiny gate recipe they train.
 
 fail() { echo "FAIL $*"; exit 1; }
 
@@ -22,4 +22,15 @@ with open("docs.jsonl", "w") as f:
         f.write(json.dumps({"text": " ".join(r.choice(words) for _ in range(r.randint(10, 90)))}) + "\n")
 PY
   "$retain" prep --tokenizer model --input docs.jsonl --format jsonl --out shards 2>/dev/null || fail "prep"
+}
+
+# recipe.yaml: the tiny gates, loss and optimiser every training test uses, plus the lines given
+# (model, data, train, checkpoint, dist ...). Usage: write_tiny_recipe 'model: {path: model}' ...
+write_tiny_recipe() {
+  {
+    echo "gates: {arch: mlp3, width: 16, bias_init: 3.0}"
+    echo "loss: {memory: 8, logit_block_size: 64}"
+    echo "optim: {warmup_steps: 2, lr: 5.0e-3}"
+    printf '%s\n' "$@"
+  } > recipe.yaml
 }

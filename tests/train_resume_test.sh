@@ -9,15 +9,11 @@ source "$(cd "$(dirname "$0")" && pwd)/tiny_fixture.sh"
 enter_work_dir "$work"
 
 make_tiny_fixture "$retain" python3 1 200
-cat > recipe.yaml <<'YAML'
-model: {path: model}
-gates: {arch: mlp3, width: 16, bias_init: 3.0}
-loss: {memory: 8, logit_block_size: 64}
-data: {shards: shards, seq_len: 128}
-optim: {warmup_steps: 2, lr: 5.0e-3}
-train: {steps: 12, grad_accum: 2}
-checkpoint: {every: 2, keep_last_k: 0}
-YAML
+write_tiny_recipe \
+  'model: {path: model}' \
+  'data: {shards: shards, seq_len: 128}' \
+  'train: {steps: 12, grad_accum: 2}' \
+  'checkpoint: {every: 2, keep_last_k: 0}'
 
 "$retain" train recipe.yaml run.dir=straight 2>/dev/null || fail "uninterrupted run"
 
