@@ -43,6 +43,7 @@ void register_synthetic(CLI::App* eval, Commands& commands) {
   add_model_flags(cmd, o->model);
   add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, &o->limit,
                   "run only the first N examples per task");
+  add_batch_flag(cmd, o->batch_size);
   cmd->add_option("--tasks", *tasks, "kv,vars,needle,multi")->capture_default_str();
   cmd->add_option("--data", o->data,
                   "task file (retain synth's heldout.jsonl) instead of generated tasks");
@@ -78,6 +79,7 @@ void register_longbench(CLI::App* eval, Commands& commands) {
   add_chat_flags(cmd, o->chat);
   add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, &o->limit,
                   "examples per dataset (0: all)");
+  add_batch_flag(cmd, o->batch_size);
   cmd->add_option("--data", o->data_dir,
                   "LongBench directory (data/*.jsonl, config/dataset2*.json)")
       ->required();
@@ -104,6 +106,7 @@ void register_longbench_v2(CLI::App* eval, Commands& commands) {
   add_model_flags(cmd, o->model);
   add_chat_flags(cmd, o->chat);
   add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, &o->limit, "records (0: all)");
+  add_batch_flag(cmd, o->batch_size);
   cmd->add_option("--data", o->data, "LongBench v2 data (JSON array or JSONL)")->required();
   cmd->add_option("--template", o->template_file,
                   "prompt template (default: prompts/0shot.txt next to --data)");

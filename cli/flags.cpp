@@ -130,4 +130,12 @@ void add_sweep_flags(CLI::App* cmd, SweepFlags& sweep, std::string& gates, int64
   cmd->add_option("--out", out, "output directory")->required();
 }
 
+void add_batch_flag(CLI::App* cmd, int64_t& batch_size) {
+  cmd->add_option("--batch-size", batch_size,
+                  "examples of a (policy, budget) cell generated at once; each keeps its own "
+                  "budget and predicts what it predicts alone")
+      ->check(kPositive)
+      ->capture_default_str();
+}
+
 }  // namespace retain::cli

@@ -1,5 +1,6 @@
 #include "eval/budgeted_cache.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -21,22 +22,92 @@ std::unique_ptr<EvictionPolicy> checked_policy(const PolicySpec& spec, int64_t b
   return make_policy(spec, budget);
 }
 
+// t's rows `rows` (all of them when undefined).
+at::Tensor select_rows(const at::Tensor& t, const at::Tensor& rows) {
+  return rows.defined() ? t.index_select(0, rows) : t;
+}
+
+// (B,) counts as (B, 1, ..., 1) with `dims` dimensions, to broadcast against a (B, ...) tensor.
+at::Tensor per_row(const at::Tensor& counts, int64_t dims) {
+  std::vector<int64_t> shape(static_cast<size_t>(dims), 1);
+  shape[0] = counts.size(0);
+  return counts.view(shape);
+}
+
 }  // namespace
 
 BudgetedKvCache::BudgetedKvCache(const ModelConfig& model, const PolicySpec& policy, int64_t budget,
                                  int64_t chunk, const GateBank* gates)
+    : BudgetedKvCache(model, policy, std::vector<int64_t>{budget}, chunk, gates) {}
+
+BudgetedKvCache::BudgetedKvCache(const ModelConfig& model, const PolicySpec& policy,
+                                 std::vector<int64_t> budgets, int64_t chunk, const GateBank* gates)
     : model_(model),
       spec_(policy),
-      policy_(checked_policy(policy, budget, gates)),
-      budget_(budget),
-      capacity_(budget + policy.buffer + chunk),
+      budgets_(std::move(budgets)),
+      capacity_(0),
       gates_(gates),
       layers_(static_cast<size_t>(model.num_layers)) {
   RETAIN_CHECK(chunk >= 1, "--chunk must be >= 1");
+  RETAIN_CHECK(!budgets_.empty(), "BudgetedKvCache: no budget");
   for (int64_t w : model.sliding_window)
     RETAIN_CHECK(w == 0,
                  "eviction policies on sliding-window layers are not supported (the model's window "
                  "already bounds them)");
+  // One policy per distinct budget, in order of first appearance.
+  for (size_t r = 0; r < budgets_.size(); ++r) {
+    const int64_t budget = budgets_[r];
+    auto group = std::find_if(groups_.begin(), groups_.end(),
+                              [&](const PolicyGroup& g) { return g.budget == budget; });
+    if (group == groups_.end()) {
+      groups_.push_back({PolicyHandle(checked_policy(spec_, budget, gates)), budget, {}, {}});
+      group = groups_.end() - 1;
+    }
+    group->rows.push_back(static_cast<int64_t>(r));
+    capacity_ = std::max(capacity_, budget + policy.buffer + chunk);
+  }
+  if (groups_.size() == 1) groups_.front().rows.clear();  // every row: no selection needed
+  // What the cache reads from policy() alone must not depend on the budget.
+  for (const auto& g : groups_) {
+    const EvictionPolicy& first = this->policy();
+    RETAIN_CHECK(g.policy->votes() == first.votes() && g.policy->threshold() == first.threshold() &&
+                     g.policy->min_per_head() == first.min_per_head() &&
+                     g.policy->static_decode() == first.static_decode(),
+                 "BudgetedKvCache: --policy ", spec_.name(),
+                 " behaves differently at different budgets beyond its scores and votes");
+  }
+}
+
+void BudgetedKvCache::bind_rows(int64_t batch, const at::Device& device) {
+  if (budget_rows_.defined()) {
+    RETAIN_CHECK(budget_rows_.size(0) == batch, "BudgetedKvCache: batch size changed from ",
+                 budget_rows_.size(0), " to ", batch);
+    return;
+  }
+  RETAIN_CHECK(budgets_.size() == 1 || static_cast<int64_t>(budgets_.size()) == batch,
+               "BudgetedKvCache: ", budgets_.size(), " budgets for a batch of ", batch);
+  std::vector<int64_t> per_row = budgets_;
+  if (per_row.size() == 1) per_row.assign(static_cast<size_t>(batch), budgets_.front());
+  budget_rows_ = at::tensor(per_row, at::kLong).to(device);
+  for (auto& g : groups_)
+    if (!g.rows.empty()) g.index = at::tensor(g.rows, at::kLong).to(device);
+  row_peaks_.assign(static_cast<size_t>(batch), 0);
+}
+
+template <typename F>
+at::Tensor BudgetedKvCache::by_group(F&& f) const {
+  if (groups_.size() == 1) return f(groups_.front(), at::Tensor());
+  at::Tensor out;
+  for (const auto& g : groups_) {
+    at::Tensor part = f(g, g.index);
+    if (!out.defined()) {
+      auto sizes = part.sizes().vec();
+      sizes[0] = budget_rows_.size(0);
+      out = at::empty(sizes, part.options());
+    }
+    out.index_copy_(0, g.index, part);
+  }
+  return out;
 }
 
 void BudgetedKvCache::allocate(Layer& l, const at::Tensor& keys) {
@@ -65,14 +136,22 @@ void BudgetedKvCache::grow(Layer& l, int64_t capacity) {
 }
 
 void BudgetedKvCache::observe(const LayerTensors& t) {
+  bind_rows(t.q.size(0), t.q.device());
   Layer& l = layers_.at(t.layer);
-  l.pending_stat = policy_->token_statistic(t, gates_);
-  const Votes votes = policy_->votes();
+  l.pending_stat = by_group([&](const PolicyGroup& g, const at::Tensor& rows) {
+    if (!rows.defined()) return g.policy->token_statistic(t, gates_);
+    const auto hidden = select_rows(t.hidden, rows), q = select_rows(t.q, rows),
+               k = select_rows(t.k, rows), v = select_rows(t.v, rows),
+               positions = select_rows(t.positions, rows);
+    return g.policy->token_statistic({t.layer, hidden, q, k, v, positions}, gates_);
+  });
+  const Votes votes = policy().votes();
   if (votes != Votes::kNone) l.pending_q = t.q;
   if (votes == Votes::kObservationWindow && !static_) {
-    // The observation window: the last `voters` queries seen, across chunk boundaries. Decode
-    // steps never vote, so static decode leaves it alone.
-    const int64_t w = policy_->voters();
+    // The observation window: the last `voters` queries seen, across chunk boundaries (the most
+    // any group's policy takes). Decode steps never vote, so static decode leaves it alone.
+    int64_t w = 0;
+    for (const auto& g : groups_) w = std::max(w, g.policy->voters());
     auto q = l.recent_q.defined() ? at::cat({l.recent_q, t.q}, 2) : t.q;
     auto pos =
         l.recent_positions.defined() ? at::cat({l.recent_positions, t.positions}, 1) : t.positions;
@@ -85,9 +164,11 @@ void BudgetedKvCache::observe(const LayerTensors& t) {
 KvEntries BudgetedKvCache::append(int64_t layer, const at::Tensor& keys, const at::Tensor& values,
                                   const at::Tensor& positions) {
   Layer& l = layers_.at(layer);
+  bind_rows(keys.size(0), keys.device());
   if (!l.keys.defined()) allocate(l, keys);
   const int64_t b = keys.size(0), hk = keys.size(1), n = keys.size(2), d = keys.size(3);
-  RETAIN_CHECK(n <= capacity_ - budget_ - spec_.buffer, "BudgetedKvCache: a step of ", n,
+  const int64_t largest_budget = *std::max_element(budgets_.begin(), budgets_.end());
+  RETAIN_CHECK(n <= capacity_ - largest_budget - spec_.buffer, "BudgetedKvCache: a step of ", n,
                " tokens exceeds the prefill chunk the cache was sized for");
   // Every head gains n entries, so the longest head after the append is known from one read
   // (none in static decode, whose shapes are the buffers' and where end_static_step made room).
@@ -106,25 +187,26 @@ KvEntries BudgetedKvCache::append(int64_t layer, const at::Tensor& keys, const a
 
   // The votes (see Votes): accumulated every step, the latest query's every step, or the
   // observation window's at each prompt chunk and at the prompt's last token, never while decoding.
-  switch (policy_->votes()) {
+  switch (policy().votes()) {
     case Votes::kNone:
       break;
     case Votes::kAccumulate:
-      l.stat.narrow(2, 0, longest).add_(votes(layer, l.pending_q, positions, longest));
+      l.stat.narrow(2, 0, longest).add_(votes(layer, l.pending_q, positions, longest, false));
       break;
     case Votes::kLatestQuery:
       l.stat.narrow(2, 0, longest)
           .copy_(votes(layer, l.pending_q.narrow(2, n - 1, 1), positions.narrow(1, n - 1, 1),
-                       longest));
+                       longest, false));
       break;
     case Votes::kObservationWindow:
       if (n >= 2 || final_step_)  // the latest vote replaces the earlier ones
-        l.stat.narrow(2, 0, longest).copy_(votes(layer, l.recent_q, l.recent_positions, longest));
+        l.stat.narrow(2, 0, longest)
+            .copy_(votes(layer, l.recent_q, l.recent_positions, longest, true));
       break;
   }
   // The prompt's last token reads at most budget + 1 entries per head, its own included.
   if (final_step_ && !spec_.global()) {
-    evict_layer(layer, budget_ + n, budget_ + n);
+    evict_layer(layer, budget_rows_ + n, budget_rows_ + n);
     longest = l.length.max().item<int64_t>();
   }
 
@@ -148,30 +230,53 @@ KvEntries BudgetedKvCache::append(int64_t layer, const at::Tensor& keys, const a
 }
 
 at::Tensor BudgetedKvCache::votes(int64_t layer, const at::Tensor& q, const at::Tensor& q_positions,
-                                  int64_t s) const {
+                                  int64_t s, bool window) const {
   // As the model computes it: fp32 scores over the live entries, masked by position.
   const Layer& l = layers_.at(layer);
-  const int64_t b = q.size(0), h = q.size(1), voters = q.size(2), d = q.size(3);
-  const int64_t hk = l.keys.size(1), g = h / hk;
-  auto keys = l.keys.narrow(2, 0, s);
-  auto scores = at::matmul(q.to(at::kFloat).reshape({b, hk, g * voters, d}),
-                           keys.to(at::kFloat).transpose(-1, -2)) /
-                std::sqrt(static_cast<double>(d));
-  auto entry_positions = l.positions.narrow(2, 0, s);
-  auto k_pos = entry_positions.unsqueeze(-2);  // (B, Hk, 1, S)
-  auto q_pos = q_positions.view({b, 1, 1, voters}).repeat({1, 1, g, 1}).view({b, 1, g * voters, 1});
-  auto visible = (k_pos >= 0).logical_and(k_pos <= q_pos);
-  auto probs = at::softmax(scores.masked_fill(visible.logical_not(), -kInf), -1).nan_to_num(0);
-  // Summed over the group's heads and the voting queries: (B, Hk, S).
-  return policy_->shape_votes(probs.sum(2), {entry_positions, q_positions});
+  return by_group([&](const PolicyGroup& g, const at::Tensor& rows) {
+    auto group_q = select_rows(q, rows), group_q_positions = select_rows(q_positions, rows);
+    if (window) {  // this group's observation window: its policy's last voters() queries
+      const int64_t v = std::min(g.policy->voters(), group_q.size(2));
+      group_q = group_q.narrow(2, group_q.size(2) - v, v);
+      group_q_positions = group_q_positions.narrow(1, group_q_positions.size(1) - v, v);
+    }
+    const int64_t b = group_q.size(0), h = group_q.size(1), voters = group_q.size(2),
+                  d = group_q.size(3);
+    const int64_t hk = l.keys.size(1), per_group = h / hk;
+    auto keys = select_rows(l.keys.narrow(2, 0, s), rows);
+    auto scores = at::matmul(group_q.to(at::kFloat).reshape({b, hk, per_group * voters, d}),
+                             keys.to(at::kFloat).transpose(-1, -2)) /
+                  std::sqrt(static_cast<double>(d));
+    auto entry_positions = select_rows(l.positions.narrow(2, 0, s), rows);
+    auto k_pos = entry_positions.unsqueeze(-2);  // (B, Hk, 1, S)
+    auto q_pos = group_q_positions.view({b, 1, 1, voters})
+                     .repeat({1, 1, per_group, 1})
+                     .view({b, 1, per_group * voters, 1});
+    auto visible = (k_pos >= 0).logical_and(k_pos <= q_pos);
+    auto probs = at::softmax(scores.masked_fill(visible.logical_not(), -kInf), -1).nan_to_num(0);
+    // Summed over the group's heads and the voting queries: (B, Hk, S).
+    return g.policy->shape_votes(probs.sum(2), {entry_positions, group_q_positions});
+  });
 }
 
 at::Tensor BudgetedKvCache::scores(int64_t layer) const {
   const Layer& l = layers_.at(layer);
   const int64_t s = l.length.max().item<int64_t>();
-  auto pos = l.positions.narrow(2, 0, s);
-  auto score = policy_->score({pos, l.stat.narrow(2, 0, s), seen_.view({-1, 1, 1})});
-  if (protect_from_ >= 0) score = score.masked_fill(pos >= protect_from_, kInf);
+  auto pos = l.positions.narrow(2, 0, s), stat = l.stat.narrow(2, 0, s);
+  auto seen = seen_.view({-1, 1, 1});
+  auto score = by_group([&](const PolicyGroup& g, const at::Tensor& rows) {
+    return g.policy->score(
+        {select_rows(pos, rows), select_rows(stat, rows), select_rows(seen, rows)});
+  });
+  if (!protect_.empty()) {
+    // Row b's entries at positions >= protect[b] (when >= 0) are never evicted.
+    std::vector<int64_t> from = protect_;
+    if (from.size() == 1) from.assign(static_cast<size_t>(pos.size(0)), protect_.front());
+    RETAIN_CHECK(static_cast<int64_t>(from.size()) == pos.size(0), "BudgetedKvCache: ",
+                 from.size(), " protected positions for a batch of ", pos.size(0));
+    auto first = per_row(at::tensor(from, at::kLong).to(pos.device()), 3);
+    score = score.masked_fill((first >= 0).logical_and(pos >= first), kInf);
+  }
   return score.masked_fill(pos < 0, -kInf);
 }
 
@@ -205,38 +310,49 @@ at::Tensor top_k_indices(const at::Tensor& score, int64_t k) {
   return (s - 1) - order.narrow(-1, 0, k);
 }
 
+// A mask of the keep[b] largest scores along the last dimension of each row b (ties as
+// top_k_indices breaks them); keep is (B,) int64.
+at::Tensor top_k_mask(const at::Tensor& score, const at::Tensor& keep) {
+  const int64_t s = score.size(-1);
+  auto order = std::get<1>(score.flip(-1).sort(/*stable=*/true, -1, /*descending=*/true));
+  auto chosen = at::arange(s, keep.options()) < per_row(keep, score.dim());
+  return at::zeros_like(score, score.options().dtype(at::kBool))
+      .scatter_(-1, (s - 1) - order, chosen.expand(score.sizes()).contiguous());
+}
+
 }  // namespace
 
-void BudgetedKvCache::evict_per_head(int64_t keep, int64_t trigger) {
+void BudgetedKvCache::evict_per_head(const at::Tensor& keep, const at::Tensor& trigger) {
   for (int64_t li = 0; li < static_cast<int64_t>(layers_.size()); ++li)
     evict_layer(li, keep, trigger);
 }
 
-void BudgetedKvCache::evict_layer(int64_t layer, int64_t keep_count, int64_t trigger) {
+void BudgetedKvCache::evict_layer(int64_t layer, const at::Tensor& keep_count,
+                                  const at::Tensor& trigger) {
   Layer& l = layers_.at(layer);
-  if (!l.keys.defined() || l.length.max().item<int64_t>() <= trigger) return;
+  if (!l.keys.defined()) return;
+  // Only the heads over their row's trigger are cut back; the others keep everything.
+  auto over = l.length > trigger.unsqueeze(1);  // (B, Hk)
+  if (!over.any().item<bool>()) return;
   auto score = scores(layer);
   const int64_t s = score.size(2);
-  auto top = top_k_indices(score, std::min(keep_count, s));
-  auto keep = at::zeros_like(score, score.options().dtype(at::kBool)).scatter_(2, top, true);
-  // Only the heads over the trigger are cut back; the others keep everything.
-  auto over = (l.length > trigger).unsqueeze(-1);  // (B, Hk, 1)
-  keep = at::where(over, keep.logical_and(score > -kInf), at::ones_like(keep));
+  auto keep = top_k_mask(score, keep_count).logical_and(score > -kInf);
+  keep = at::where(over.unsqueeze(-1), keep, at::ones_like(keep));
   keep.logical_and_(l.positions.narrow(2, 0, s) >= 0);
   compact(l, keep);
 }
 
 void BudgetedKvCache::evict_below_threshold() {
   // Scores are log retention (log beta^(t + 1 - pos), or the horizon form): compare in log space.
-  const double floor = std::log(policy_->threshold());
+  const double floor = std::log(policy().threshold());
   for (int64_t li = 0; li < static_cast<int64_t>(layers_.size()); ++li) {
     Layer& l = layers_[li];
     if (!l.keys.defined()) continue;
     auto score = scores(li);
     auto live = l.positions.narrow(2, 0, score.size(2)) >= 0;
     auto keep = (score >= floor).logical_and(live);
-    if (policy_->min_per_head() > 0) {  // the floor per head applies here too
-      auto k = std::min(policy_->min_per_head(), score.size(2));
+    if (policy().min_per_head() > 0) {  // the floor per head applies here too
+      auto k = std::min(policy().min_per_head(), score.size(2));
       auto top = top_k_indices(score, k);
       keep.logical_or_(at::zeros_like(keep).scatter_(2, top, true).logical_and(live));
     }
@@ -244,21 +360,23 @@ void BudgetedKvCache::evict_below_threshold() {
   }
 }
 
-void BudgetedKvCache::evict_global(int64_t keep, int64_t trigger) {
+void BudgetedKvCache::evict_global(const at::Tensor& keep, const at::Tensor& trigger) {
   const int64_t hk = model_.num_kv_heads, nl = model_.num_layers;
   for (const auto& l : layers_)
     if (!l.keys.defined()) return;  // before the first step
   auto total = at::zeros_like(layers_[0].length.select(1, 0));
   for (const auto& l : layers_) total += l.length.sum(1);
-  if (total.max().item<int64_t>() <= nl * hk * trigger) return;
+  // Only the sequences over their global trigger are cut back; the others keep everything.
+  auto over = total > trigger * (nl * hk);  // (B,)
+  if (!over.any().item<bool>()) return;
   // Scores of every entry of a sequence, across layers and heads, in one row per sequence.
   std::vector<at::Tensor> flat;
   std::vector<int64_t> widths;
   for (int64_t li = 0; li < nl; ++li) {
     auto score = scores(li);
-    if (policy_->min_per_head() > 0) {
+    if (policy().min_per_head() > 0) {
       // Each head's best min_per_head entries are kept whatever the global ranking says.
-      auto k = std::min(policy_->min_per_head(), score.size(2));
+      auto k = std::min(policy().min_per_head(), score.size(2));
       auto top = top_k_indices(score, k);
       auto bonus = at::zeros_like(score).scatter_(2, top, kInf);
       score = at::where(score > -kInf, score + bonus, score);
@@ -266,21 +384,16 @@ void BudgetedKvCache::evict_global(int64_t keep, int64_t trigger) {
     widths.push_back(score.size(2));
     flat.push_back(score.reshape({score.size(0), -1}));
   }
-  auto all = at::cat(flat, 1);
-  const int64_t keep_count = std::min(nl * hk * keep, all.size(1));
-  auto top = top_k_indices(all, keep_count);
-  auto keep_all = at::zeros_like(all, all.options().dtype(at::kBool)).scatter_(1, top, true);
-  // Only the sequences over the global trigger are cut back; the others keep everything.
-  auto over = (total > nl * hk * trigger).unsqueeze(-1);  // (B, 1)
-  keep_all = at::where(over, keep_all, at::ones_like(keep_all));
+  auto keep_all = top_k_mask(at::cat(flat, 1), keep * (nl * hk));
+  keep_all = at::where(over.unsqueeze(-1), keep_all, at::ones_like(keep_all));
   int64_t offset = 0;
   for (int64_t li = 0; li < nl; ++li) {
     Layer& l = layers_[li];
     const int64_t s = widths[li];
-    auto keep = keep_all.narrow(1, offset, hk * s)
+    auto kept = keep_all.narrow(1, offset, hk * s)
                     .view({-1, hk, s})
                     .logical_and(l.positions.narrow(2, 0, s) >= 0);
-    compact(l, keep);
+    compact(l, kept);
     offset += hk * s;
   }
 }
@@ -305,15 +418,16 @@ void BudgetedKvCache::compress_context() {
   RETAIN_CHECK(!static_, "BudgetedKvCache: compress_context during static decode");
   for (int64_t li = 0; li < static_cast<int64_t>(layers_.size()); ++li) {
     Layer& l = layers_[li];
-    if (!l.keys.defined() || policy_->votes() != Votes::kObservationWindow || !l.recent_q.defined())
+    if (!l.keys.defined() || policy().votes() != Votes::kObservationWindow || !l.recent_q.defined())
       continue;
     const int64_t s = l.length.max().item<int64_t>();
-    l.stat.narrow(2, 0, s).copy_(votes(li, l.recent_q, l.recent_positions, s));
+    l.stat.narrow(2, 0, s).copy_(votes(li, l.recent_q, l.recent_positions, s, true));
   }
+  if (!budget_rows_.defined()) return;  // nothing read yet
   if (spec_.global())
-    evict_global(budget_, budget_);
+    evict_global(budget_rows_, budget_rows_);
   else
-    evict_per_head(budget_, budget_);
+    evict_per_head(budget_rows_, budget_rows_);
   frozen_ = true;
 }
 
@@ -323,7 +437,7 @@ void BudgetedKvCache::begin_generating_step() {
   final_step_ = true;
   // dbtrimkv's budget is global, and a layer cannot rank its entries against layers the step has
   // not reached yet: cut before the step to L Hk budget; the step adds L Hk.
-  if (spec_.global()) evict_global(budget_, budget_);
+  if (spec_.global() && budget_rows_.defined()) evict_global(budget_rows_, budget_rows_);
 }
 
 KvCache::AttendedEntries BudgetedKvCache::attended_entries() const {
@@ -338,7 +452,7 @@ KvCache::AttendedEntries BudgetedKvCache::attended_entries() const {
 }
 
 bool BudgetedKvCache::begin_static_decode() {
-  if (!policy_->static_decode() || !seen_.defined()) return false;
+  if (!policy().static_decode() || !seen_.defined()) return false;
   for (const auto& l : layers_)
     if (!l.keys.defined()) return false;
   static_ = true;
@@ -351,22 +465,26 @@ void BudgetedKvCache::sync_host_counts() {
   std::vector<at::Tensor> counts;
   auto total = at::zeros_like(layers_[0].length.select(1, 0));
   for (const auto& l : layers_) {
-    counts.push_back(l.length.max().view({1}));
+    counts.push_back(std::get<0>(l.length.max(1)));
     total += l.length.sum(1);
   }
-  counts.push_back(total.max().view({1}));
-  auto host = at::cat(counts).to(at::kCPU);  // the one device-to-host read
+  counts.push_back(total);
+  auto host = at::stack(counts).to(at::kCPU).contiguous();  // the one device-to-host read
+  const int64_t b = host.size(1);
   const auto* v = host.data_ptr<int64_t>();
-  host_longest_.assign(v, v + layers_.size());
-  host_total_ = v[layers_.size()];
+  host_longest_.clear();
+  for (size_t i = 0; i < layers_.size(); ++i)
+    host_longest_.emplace_back(v + i * b, v + (i + 1) * b);
+  host_total_.assign(v + layers_.size() * b, v + (layers_.size() + 1) * b);
 }
 
 bool BudgetedKvCache::ensure_room() {
   bool grew = false;
   for (size_t i = 0; i < layers_.size(); ++i) {
     Layer& l = layers_[i];
-    if (host_longest_[i] + 1 <= l.keys.size(2)) continue;
-    grow(l, std::max(host_longest_[i] + 1, 2 * l.keys.size(2)));
+    const int64_t longest = *std::max_element(host_longest_[i].begin(), host_longest_[i].end());
+    if (longest + 1 <= l.keys.size(2)) continue;
+    grow(l, std::max(longest + 1, 2 * l.keys.size(2)));
     grew = true;
   }
   return grew;
@@ -375,16 +493,20 @@ bool BudgetedKvCache::ensure_room() {
 bool BudgetedKvCache::end_static_step() {
   RETAIN_CHECK(static_, "BudgetedKvCache: end_static_step outside static decode");
   const int64_t hk = model_.num_kv_heads, nl = model_.num_layers;
+  auto budget_of = [&](size_t r) { return budgets_.size() == 1 ? budgets_[0] : budgets_[r]; };
   // Every head of every row gained one entry (finished rows one at position -1, which the next
   // eviction drops as an eager step drops it at once; it never changes a running row's choice).
   bool due = false, full = false;
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    ++host_longest_[i];
-    due = due || (!spec_.global() && host_longest_[i] > budget_ + spec_.buffer);
-    full = full || host_longest_[i] + 1 > layers_[i].keys.size(2);
+  for (size_t i = 0; i < layers_.size(); ++i)
+    for (size_t r = 0; r < host_longest_[i].size(); ++r) {
+      const int64_t longest = ++host_longest_[i][r];
+      due = due || (!spec_.global() && longest > budget_of(r) + spec_.buffer);
+      full = full || longest + 1 > layers_[i].keys.size(2);
+    }
+  for (size_t r = 0; r < host_total_.size(); ++r) {
+    host_total_[r] += nl * hk;
+    due = due || (spec_.global() && host_total_[r] > nl * hk * (budget_of(r) + spec_.buffer));
   }
-  host_total_ += nl * hk;
-  due = due || (spec_.global() && host_total_ > nl * hk * (budget_ + spec_.buffer));
   due = due && !frozen_;  // keep mode evicts nothing after the context
   if (!due && !full) return false;
   // Exactly the eager end of step; where the counts over-estimate it evicts nothing more.
@@ -412,13 +534,20 @@ void BudgetedKvCache::evict_now() {
     if (counted.logical_and(live.logical_not()).any().item<bool>())
       compact(l, live.logical_and(counted));
   }
-  peak_bytes_ = std::max(peak_bytes_, live_bytes());  // before eviction: the real peak
+  // Before eviction: the real peak, of the batch and of each row.
+  const std::vector<int64_t> entries = row_entries();
+  int64_t total = 0;
+  for (size_t r = 0; r < entries.size(); ++r) {
+    total += entries[r];
+    row_peaks_[r] = std::max(row_peaks_[r], entries[r] * bytes_per_entry());
+  }
+  peak_bytes_ = std::max(peak_bytes_, total * bytes_per_entry());
   if (!frozen_) {  // keep mode: nothing is evicted after the context
-    if (policy_->threshold() > 0) evict_below_threshold();
+    if (policy().threshold() > 0) evict_below_threshold();
     if (spec_.global())
-      evict_global(budget_, budget_ + spec_.buffer);
+      evict_global(budget_rows_, budget_rows_ + spec_.buffer);
     else
-      evict_per_head(budget_, budget_ + spec_.buffer);
+      evict_per_head(budget_rows_, budget_rows_ + spec_.buffer);
   }
   for (auto& l : layers_) {
     l.pending_q = at::Tensor();
@@ -426,22 +555,44 @@ void BudgetedKvCache::evict_now() {
   }
 }
 
-int64_t BudgetedKvCache::live_bytes() const {
-  int64_t bytes = 0;
+std::vector<int64_t> BudgetedKvCache::row_entries() const {
+  at::Tensor total;
   for (const auto& l : layers_)
-    if (l.keys.defined())
-      bytes += 2 * l.length.sum().item<int64_t>() * l.keys.size(3) *
-               static_cast<int64_t>(l.keys.element_size());
-  return bytes;
+    if (l.keys.defined()) total = total.defined() ? total + l.length.sum(1) : l.length.sum(1);
+  if (!total.defined()) return {};
+  auto host = total.to(at::kCPU).contiguous();
+  return {host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + host.numel()};
+}
+
+int64_t BudgetedKvCache::bytes_per_entry() const {
+  for (const auto& l : layers_)  // a key and a value
+    if (l.keys.defined()) return 2 * l.keys.size(3) * static_cast<int64_t>(l.keys.element_size());
+  return 0;
+}
+
+int64_t BudgetedKvCache::live_bytes() const {
+  int64_t entries = 0;
+  for (int64_t e : row_entries()) entries += e;
+  return entries * bytes_per_entry();
 }
 
 int64_t BudgetedKvCache::budget_bytes() const {
   int64_t bytes = 0;
-  for (const auto& l : layers_)
-    if (l.keys.defined())
-      bytes += 2 * l.keys.size(0) * l.keys.size(1) * budget_ * l.keys.size(3) *
-               static_cast<int64_t>(l.keys.element_size());
+  for (const auto& row : row_bytes()) bytes += row.budget;
   return bytes;
+}
+
+std::vector<KvCache::RowBytes> BudgetedKvCache::row_bytes() const {
+  const std::vector<int64_t> entries = row_entries();
+  const int64_t per_entry = bytes_per_entry();
+  std::vector<RowBytes> out;
+  for (size_t r = 0; r < entries.size(); ++r) {
+    const int64_t budget = budgets_.size() == 1 ? budgets_[0] : budgets_[r];
+    const int64_t live = entries[r] * per_entry;
+    out.push_back({live, std::max(row_peaks_[r], live),
+                   model_.num_layers * model_.num_kv_heads * budget * per_entry});
+  }
+  return out;
 }
 
 std::unique_ptr<KvCache> BudgetedKvCache::clone() const {

@@ -10,6 +10,11 @@
 // sequence whose entries over all layers and heads exceed L Hk (budget + buffer) back to the
 // global top L Hk budget.
 //
+// Each sequence of a batch may have its own budget (a fractional budget resolves per prompt): the
+// cache holds one policy per distinct budget (budget-dependent defaults such as h2o's recent
+// window differ), and every count, cut and peak is per sequence, so a row of a batch keeps what
+// it would keep alone.
+//
 // Shapes: B sequences, Hk KV heads, C capacity, D head dim, S = longest live head.
 #pragma once
 
@@ -32,6 +37,9 @@ class BudgetedKvCache : public KvCache {
   // number of tokens one forward appends (the prefill chunk).
   BudgetedKvCache(const ModelConfig& model, const PolicySpec& policy, int64_t budget, int64_t chunk,
                   const GateBank* gates = nullptr);
+  // One budget per sequence of the batch (the batch size must then match), or one for all.
+  BudgetedKvCache(const ModelConfig& model, const PolicySpec& policy, std::vector<int64_t> budgets,
+                  int64_t chunk, const GateBank* gates = nullptr);
 
   void observe(const LayerTensors& tensors) override;
   KvEntries append(int64_t layer, const at::Tensor& keys, const at::Tensor& values,
@@ -66,16 +74,16 @@ class BudgetedKvCache : public KvCache {
   void compress_context() override;
   bool frozen() const { return frozen_; }
 
-  void end_prefill() override { protect_from_ = -1; }
-  void protect_from(int64_t position) override { protect_from_ = position; }
+  void end_prefill() override { protect_.clear(); }
+  void protect_from(const std::vector<int64_t>& positions) override { protect_ = positions; }
 
   // Measured before each eviction, and now.
   int64_t peak_bytes() const override { return std::max(peak_bytes_, live_bytes()); }
   // With buffer 0, what the cache holds after every step.
   int64_t budget_bytes() const override;
+  std::vector<RowBytes> row_bytes() const override;
   // Bytes of the K/V buffers as allocated (live entries plus free slots).
   int64_t allocated_bytes() const;
-  int64_t budget() const { return budget_; }
   // Live entries per (sequence, KV head) of `layer`: (B, Hk) int64.
   at::Tensor lengths(int64_t layer) const { return layers_.at(layer).length; }
   // Positions of the live entries of (layer, b, head), in insertion order.
@@ -95,28 +103,6 @@ class BudgetedKvCache : public KvCache {
     at::Tensor recent_q, recent_positions;
     at::Tensor pending_stat;  // this step's per-token statistic (B, Hk, T)
   };
-  void allocate(Layer& l, const at::Tensor& keys);
-  void grow(Layer& l, int64_t capacity);
-  // Keeps the entries where keep (B, Hk, S) is true, packed to the front in insertion order.
-  void compact(Layer& l, const at::Tensor& keep);
-  // The eager end of a step: drop padding, evict what the policy says, record the peak.
-  void evict_now();
-  // Static decode: reads each layer's longest head and the largest sequence total to the host.
-  void sync_host_counts();
-  // Static decode: grows any layer whose next step would not fit; true if one grew.
-  bool ensure_room();
-  // Per head: a head holding more than `trigger` entries keeps its top `keep`.
-  void evict_per_head(int64_t keep, int64_t trigger);
-  void evict_layer(int64_t layer, int64_t keep, int64_t trigger);
-  // dbtrimkv: a sequence holding more than L Hk `trigger` entries keeps its top L Hk `keep`.
-  void evict_global(int64_t keep, int64_t trigger);
-  // The policy's votes of the queries q (B, H, V, D) at q_positions (B, V) on the first `s` slots
-  // of `layer`: their attention mass summed over them and the group's heads, as the policy shapes
-  // it (B, Hk, S).
-  at::Tensor votes(int64_t layer, const at::Tensor& q, const at::Tensor& q_positions,
-                   int64_t s) const;
-  void evict_below_threshold();
-
   // The policy is copied with the cache (clone()); the random policy's generator with it.
   struct PolicyHandle {
     std::unique_ptr<EvictionPolicy> policy;
@@ -125,19 +111,64 @@ class BudgetedKvCache : public KvCache {
     PolicyHandle& operator=(const PolicyHandle&) = delete;
     EvictionPolicy* operator->() const { return policy.get(); }
   };
+  // The sequences sharing one budget, and that budget's policy.
+  struct PolicyGroup {
+    PolicyHandle policy;
+    int64_t budget;
+    std::vector<int64_t> rows;  // empty: every row (one budget for the batch)
+    at::Tensor index;           // rows on the cache's device (undefined for every row)
+  };
+
+  void allocate(Layer& l, const at::Tensor& keys);
+  void grow(Layer& l, int64_t capacity);
+  // Fixes the batch size and device on the first step: per-row budgets and group indices.
+  void bind_rows(int64_t batch, const at::Device& device);
+  // f(group, rows) for each policy group; `rows` selects the group's sequences of a (B, ...)
+  // tensor. The groups' results (B_g, ...) are put back in batch order.
+  template <typename F>
+  at::Tensor by_group(F&& f) const;
+  // The properties every group shares (they do not depend on the budget).
+  const EvictionPolicy& policy() const { return *groups_.front().policy.policy; }
+  // Keeps the entries where keep (B, Hk, S) is true, packed to the front in insertion order.
+  void compact(Layer& l, const at::Tensor& keep);
+  // The eager end of a step: drop padding, evict what the policy says, record the peak.
+  void evict_now();
+  // Live entries per sequence, all layers and heads (one device read).
+  std::vector<int64_t> row_entries() const;
+  int64_t bytes_per_entry() const;
+  // Static decode: reads each layer's longest head and each sequence's total to the host.
+  void sync_host_counts();
+  // Static decode: grows any layer whose next step would not fit; true if one grew.
+  bool ensure_room();
+  // Per head: a head of sequence b holding more than trigger[b] entries keeps its top keep[b]
+  // (both (B,) int64 on the device).
+  void evict_per_head(const at::Tensor& keep, const at::Tensor& trigger);
+  void evict_layer(int64_t layer, const at::Tensor& keep, const at::Tensor& trigger);
+  // dbtrimkv: a sequence holding more than L Hk trigger[b] entries keeps its top L Hk keep[b].
+  void evict_global(const at::Tensor& keep, const at::Tensor& trigger);
+  // The policy's votes of the queries q (B, H, V, D) at q_positions (B, V) on the first `s` slots
+  // of `layer`: their attention mass summed over them and the group's heads, as the policy shapes
+  // it (B, Hk, S). `window`: q is the observation window, of which each group's policy takes its
+  // last voters().
+  at::Tensor votes(int64_t layer, const at::Tensor& q, const at::Tensor& q_positions, int64_t s,
+                   bool window) const;
+  void evict_below_threshold();
 
   ModelConfig model_;
   PolicySpec spec_;
-  PolicyHandle policy_;
-  int64_t budget_, capacity_;
+  std::vector<int64_t> budgets_;  // per sequence, or one for all
+  std::vector<PolicyGroup> groups_;
+  int64_t capacity_;
   const GateBank* gates_;
+  at::Tensor budget_rows_;        // (B,) int64 on the device, from the first step
+  std::vector<int64_t> protect_;  // per sequence (or one for all) the first protected position
   std::vector<Layer> layers_;
   // Per sequence, the next token's position (last position seen + 1): rows of a padded batch
   // differ. (B,) int64, undefined until the first step.
   at::Tensor seen_;
   at::Tensor step_positions_;  // the last append's positions (B, T)
   int64_t peak_bytes_ = 0;
-  int64_t protect_from_ = -1;
+  std::vector<int64_t> row_peaks_;  // per sequence, measured before each eviction
   bool static_ = false;
   bool frozen_ = false;      // compress_context ran: no policy eviction from then on
   bool final_step_ = false;  // the running step's last token generates (begin_generating_step)
@@ -145,8 +176,10 @@ class BudgetedKvCache : public KvCache {
   // (B,) int64 on the device: per sequence the most entries one generating query read in one
   // head, in all layers and heads, and the running step's total.
   at::Tensor attended_max_, attended_total_max_, step_total_;
-  std::vector<int64_t> host_longest_;  // static decode: per layer, an upper bound of max(length)
-  int64_t host_total_ = 0;  // static decode: an upper bound of the largest sequence total
+  // Static decode: per layer and sequence an upper bound of the longest head, and per sequence
+  // of the total over layers and heads.
+  std::vector<std::vector<int64_t>> host_longest_;
+  std::vector<int64_t> host_total_;
 };
 
 }  // namespace retain

@@ -26,4 +26,16 @@ std::unique_ptr<KvCache> make_kv_cache(const ModelConfig& model, const PolicySpe
                                            std::max<int64_t>(chunk, 1), gates);
 }
 
+std::unique_ptr<KvCache> make_batch_kv_cache(const ModelConfig& model, const PolicySpec& policy,
+                                             double budget,
+                                             const std::vector<int64_t>& prompt_tokens,
+                                             int64_t chunk, const GateBank* gates) {
+  RETAIN_CHECK(!prompt_tokens.empty(), "make_batch_kv_cache: no rows");
+  if (!policy.budgeted()) return std::make_unique<FullKvCache>(model.num_layers);
+  std::vector<int64_t> budgets;
+  for (int64_t tokens : prompt_tokens) budgets.push_back(resolve_budget(budget, tokens));
+  return std::make_unique<BudgetedKvCache>(model, policy, std::move(budgets),
+                                           std::max<int64_t>(chunk, 1), gates);
+}
+
 }  // namespace retain

@@ -131,11 +131,6 @@ int64_t question_start(const Tokenizer& tokenizer, const std::string& text,
   return count;
 }
 
-void protect_question(KvCache& cache, const Tokenizer& tokenizer, const std::string& text,
-                      const std::string& question, bool with_bos) {
-  cache.protect_from(question_start(tokenizer, text, question, with_bos));
-}
-
 std::vector<int64_t> stop_ids(const ModelConfig& config, const Tokenizer* tokenizer) {
   std::vector<int64_t> ids = config.eos_token_ids;
   if (tokenizer != nullptr && tokenizer->eos_id() &&

@@ -89,8 +89,4 @@ int64_t question_start(const Tokenizer& tokenizer, const std::string& text,
 // every benchmark and `generate`.
 std::vector<int64_t> stop_ids(const ModelConfig& config, const Tokenizer* tokenizer);
 
-// Marks that position on the cache (KvCache::protect_from; a no-op for the full cache).
-void protect_question(KvCache& cache, const Tokenizer& tokenizer, const std::string& text,
-                      const std::string& question, bool with_bos);
-
 }  // namespace retain

@@ -33,22 +33,64 @@ int64_t sample_next_token(const at::Tensor& logits, const SamplingOptions& optio
   return at::multinomial(probs, 1, /*replacement=*/false, generator).item<int64_t>();
 }
 
+namespace {
+
+// Rows left-padded to the longest: ids (B, L) and positions (B, L), padding at position -1.
+struct PaddedRows {
+  at::Tensor ids, positions;
+};
+
+PaddedRows left_pad(const std::vector<std::vector<int64_t>>& rows,
+                    const std::vector<int64_t>& starts) {
+  const auto b = static_cast<int64_t>(rows.size());
+  int64_t longest = 0;
+  for (const auto& r : rows) longest = std::max<int64_t>(longest, static_cast<int64_t>(r.size()));
+  PaddedRows out{at::zeros({b, longest}, at::kLong), at::full({b, longest}, -1, at::kLong)};
+  for (int64_t r = 0; r < b; ++r) {
+    const auto n = static_cast<int64_t>(rows[r].size());
+    if (n == 0) continue;
+    out.ids[r].narrow(0, longest - n, n).copy_(at::tensor(rows[r], at::kLong));
+    out.positions[r].narrow(0, longest - n, n).copy_(at::arange(starts[r], starts[r] + n, at::kLong));
+  }
+  return out;
+}
+
+// Columns [0, end) of a padded batch through the model in chunks of `chunk` (0: one forward)
+// counted back from `end`: the first chunk holds the remainder. Every row ends at column `end`, so
+// each row's chunks are the ones it has alone, whatever the padding. Returns the last hidden
+// state of the last chunk (B, T, d), undefined when end is 0.
+at::Tensor forward_chunks(const Decoder& model, const PaddedRows& batch, int64_t end,
+                          KvCache& cache, int64_t chunk) {
+  at::Tensor hidden;
+  if (end <= 0) return hidden;
+  const int64_t step = chunk > 0 ? chunk : end;
+  for (int64_t begin = 0; begin < end;) {
+    const int64_t len = begin == 0 && end % step != 0 ? end % step : step;
+    hidden = model.forward_hidden(batch.ids.narrow(1, begin, len),
+                                  batch.positions.narrow(1, begin, len), &cache);
+    begin += len;
+  }
+  return hidden;
+}
+
+}  // namespace
+
+at::Tensor prefill_batch(const Decoder& model, const std::vector<std::vector<int64_t>>& rows,
+                         KvCache& cache, const std::vector<int64_t>& starts, int64_t chunk) {
+  RETAIN_CHECK(!rows.empty() && rows.size() == starts.size(),
+               "prefill: one start position per row expected");
+  const PaddedRows batch = left_pad(rows, starts);
+  RETAIN_CHECK(batch.ids.size(1) > 0, "prefill: no tokens");
+  // Chunked prefill: an evicting cache cuts back after every chunk, so its peak memory is bounded
+  // by budget + chunk rather than by the prompt.
+  at::Tensor hidden = forward_chunks(model, batch, batch.ids.size(1), cache, chunk);
+  return hidden.select(1, hidden.size(1) - 1);
+}
+
 at::Tensor prefill(const Decoder& model, const std::vector<int64_t>& ids, KvCache& cache,
                    int64_t start, int64_t chunk) {
   RETAIN_CHECK(!ids.empty(), "prefill: no tokens");
-  const auto n = static_cast<int64_t>(ids.size());
-  auto tokens = at::tensor(ids, at::kLong).view({1, n});
-  auto positions = at::arange(start, start + n, at::kLong).view({1, n});
-  // Chunked prefill: an evicting cache cuts back after every chunk, so its peak memory is bounded
-  // by budget + chunk rather than by the prompt.
-  const int64_t step = chunk > 0 ? chunk : n;
-  at::Tensor hidden;
-  for (int64_t begin = 0; begin < n; begin += step) {
-    const int64_t len = std::min(step, n - begin);
-    hidden =
-        model.forward_hidden(tokens.narrow(1, begin, len), positions.narrow(1, begin, len), &cache);
-  }
-  return hidden.select(1, hidden.size(1) - 1);
+  return prefill_batch(model, {ids}, cache, {start}, chunk);
 }
 
 std::string cut_at_stop(const std::string& text, const std::vector<std::string>& stop_strings) {
@@ -60,7 +102,8 @@ std::string cut_at_stop(const std::string& text, const std::vector<std::string>&
 
 std::vector<GenerationResult> generate_batch(const Decoder& model,
                                              const std::vector<std::vector<int64_t>>& prompts,
-                                             KvCache& cache, const SamplingOptions& options) {
+                                             KvCache& cache, const SamplingOptions& options,
+                                             const std::vector<RowOptions>& rows) {
   RETAIN_CHECK(!prompts.empty(), "generate: no prompts");
   RETAIN_CHECK(options.max_new_tokens >= 0, "generate: max_new_tokens must be >= 0");
   RETAIN_CHECK(options.top_p > 0 && options.top_p <= 1, "generate: top_p must be in (0, 1], found ",
@@ -71,43 +114,43 @@ std::vector<GenerationResult> generate_batch(const Decoder& model,
   using Clock = std::chrono::steady_clock;
   auto generator = at::make_generator<at::CPUGeneratorImpl>(options.seed);
   const auto b = static_cast<int64_t>(prompts.size());
-  int64_t longest = 0;
-  for (const auto& p : prompts) {
-    RETAIN_CHECK(!p.empty(), "generate: a prompt is empty");
-    longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
+  RETAIN_CHECK(rows.empty() || rows.size() == prompts.size(), "generate: ", rows.size(),
+               " row options for ", prompts.size(), " prompts");
+  std::vector<RowOptions> row(prompts.size());
+  for (size_t r = 0; r < prompts.size(); ++r) {
+    RETAIN_CHECK(!prompts[r].empty(), "generate: a prompt is empty");
+    row[r] = rows.empty() ? RowOptions{options.start_position, -1, {}} : rows[r];
+    if (row[r].max_new_tokens < 0) row[r].max_new_tokens = options.max_new_tokens;
+    row[r].extra_stop_ids.insert(row[r].extra_stop_ids.end(), options.stop_ids.begin(),
+                                 options.stop_ids.end());
   }
   std::vector<GenerationResult> results(static_cast<size_t>(b));
+  int64_t most_new = 0;
   for (int64_t r = 0; r < b; ++r) {
     results[r].prompt_tokens = static_cast<int64_t>(prompts[r].size());
     results[r].finish_reason = "length";
+    most_new = std::max(most_new, row[r].max_new_tokens);
   }
-  if (options.max_new_tokens == 0) return results;
+  if (most_new == 0) return results;
 
   // Left padding: every row's last prompt token is in the last column.
-  auto ids = at::zeros({b, longest}, at::kLong);
-  auto positions = at::full({b, longest}, -1, at::kLong);
-  for (int64_t r = 0; r < b; ++r) {
-    const auto n = static_cast<int64_t>(prompts[r].size());
-    ids[r].narrow(0, longest - n, n).copy_(at::tensor(prompts[r], at::kLong));
-    positions[r]
-        .narrow(0, longest - n, n)
-        .copy_(at::arange(options.start_position, options.start_position + n, at::kLong));
-  }
+  std::vector<int64_t> starts;
+  for (const auto& r : row) starts.push_back(r.start_position);
+  const PaddedRows batch = left_pad(prompts, starts);
+  const int64_t longest = batch.ids.size(1);
   auto start = Clock::now();
   // The prompt but its last token in chunks, then the last token alone: its logits give the first
   // new token, so the cache cuts back to its budget first (begin_generating_step) and that token
   // reads no more than any decoded token does, whatever the chunk size.
   const int64_t body = longest - 1;
-  const int64_t chunk =
-      options.prefill_chunk > 0 ? options.prefill_chunk : std::max<int64_t>(body, 1);
-  for (int64_t begin = 0; begin < body; begin += chunk) {
-    const int64_t len = std::min(chunk, body - begin);
-    model.forward_hidden(ids.narrow(1, begin, len), positions.narrow(1, begin, len), &cache);
-  }
+  forward_chunks(model, batch, body, cache, options.prefill_chunk);
   cache.begin_generating_step();
-  at::Tensor hidden =
-      model.forward_hidden(ids.narrow(1, body, 1), positions.narrow(1, body, 1), &cache);
+  at::Tensor hidden = model.forward_hidden(batch.ids.narrow(1, body, 1),
+                                           batch.positions.narrow(1, body, 1), &cache);
+  // A row asked for no new token takes part in no step's choice (as alone, where it generates
+  // nothing).
   std::vector<bool> done(static_cast<size_t>(b), false);
+  for (int64_t r = 0; r < b; ++r) done[r] = row[r].max_new_tokens == 0;
   std::vector<int64_t> next(static_cast<size_t>(b));
   // One device-to-host transfer per step: the greedy ids of every row at once (sampling moves
   // the logits to the CPU first).
@@ -154,15 +197,15 @@ std::vector<GenerationResult> generate_batch(const Decoder& model,
       if (done[r]) continue;
       auto& res = results[r];
       res.tokens.push_back(next[r]);
-      bool stop = std::find(options.stop_ids.begin(), options.stop_ids.end(), next[r]) !=
-                  options.stop_ids.end();
+      const auto& stop_ids = row[r].extra_stop_ids;
+      bool stop = std::find(stop_ids.begin(), stop_ids.end(), next[r]) != stop_ids.end();
       if (!stop && !options.stop_strings.empty()) {
         const std::string text = options.detokenize(res.tokens);
         for (const auto& s : options.stop_strings)
           stop = stop || (!s.empty() && text.find(s) != std::string::npos);
       }
       if (stop) res.finish_reason = "stop";
-      if (stop || static_cast<int64_t>(res.tokens.size()) >= options.max_new_tokens)
+      if (stop || static_cast<int64_t>(res.tokens.size()) >= row[r].max_new_tokens)
         done[r] = true;
       else
         ++running;
@@ -175,7 +218,7 @@ std::vector<GenerationResult> generate_batch(const Decoder& model,
     for (int64_t r = 0; r < b; ++r) {
       if (done[r]) continue;
       token[r][0] = next[r];
-      position[r][0] = options.start_position + results[r].prompt_tokens + step;
+      position[r][0] = row[r].start_position + results[r].prompt_tokens + step;
     }
     pick_next(decode_step(token, position));
   }

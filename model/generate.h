@@ -56,11 +56,25 @@ struct GenerationResult {
 GenerationResult generate(const Decoder& model, const std::vector<int64_t>& prompt, KvCache& cache,
                           const SamplingOptions& options);
 
+// What one row of a batch may set apart from the batch's SamplingOptions (an evaluation batch
+// mixes examples with different answer lengths, stop ids and, after a compressed context, first
+// positions).
+struct RowOptions {
+  int64_t start_position = 0;          // the row's first prompt token's position
+  int64_t max_new_tokens = -1;         // -1: the options' max_new_tokens
+  std::vector<int64_t> extra_stop_ids;  // stop ids added to the options' for this row
+};
+
 // Several prompts of different lengths at once: left-padded (padding at position -1, masked), one
-// forward per step for the whole batch; each row stops on its own. `cache` must be empty.
+// forward per step for the whole batch; each row stops on its own. `rows` is empty (every row
+// takes the options' start_position) or holds one entry per prompt. The prompts are read in
+// chunks counted back from their end (see prefill_batch), so each row is read in exactly the
+// chunks it would be read in alone and a batch generates what each row generates alone (up to
+// the rounding of batched matrix products).
 std::vector<GenerationResult> generate_batch(const Decoder& model,
                                              const std::vector<std::vector<int64_t>>& prompts,
-                                             KvCache& cache, const SamplingOptions& options);
+                                             KvCache& cache, const SamplingOptions& options,
+                                             const std::vector<RowOptions>& rows = {});
 
 // `text` up to the first of `stop_strings` (all of it when none occurs).
 std::string cut_at_stop(const std::string& text, const std::vector<std::string>& stop_strings);
@@ -69,6 +83,13 @@ std::string cut_at_stop(const std::string& text, const std::vector<std::string>&
 // `chunk` tokens (0: one forward) and returns the last token's hidden state (1, d).
 at::Tensor prefill(const Decoder& model, const std::vector<int64_t>& ids, KvCache& cache,
                    int64_t start, int64_t chunk);
+
+// Several rows at once, left-padded: row r's tokens at positions starts[r], starts[r] + 1, ...
+// (an empty row is all padding). Chunks are counted back from the end, where every row ends: the
+// first chunk is the partial one, so a row is cut at the same tokens as alone and an evicting
+// cache sees the same steps. Returns each row's last hidden state (B, d).
+at::Tensor prefill_batch(const Decoder& model, const std::vector<std::vector<int64_t>>& rows,
+                         KvCache& cache, const std::vector<int64_t>& starts, int64_t chunk);
 
 // Picks the next token from fp32 logits (V,): argmax when temperature == 0, else a sample from
 // softmax(logits / temperature) restricted to the smallest set of tokens whose probability

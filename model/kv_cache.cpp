@@ -62,6 +62,21 @@ int64_t FullKvCache::live_bytes() const {
   return bytes;
 }
 
+std::vector<KvCache::RowBytes> FullKvCache::row_bytes() const {
+  // Each row's tokens (its padding has position -1) in every head of every layer.
+  std::vector<RowBytes> out;
+  const Layer& l = layers_.front();
+  if (!l.keys.defined()) return out;
+  auto tokens = (l.positions.narrow(2, 0, l.length) >= 0).sum({1, 2}).to(at::kCPU);
+  const int64_t per_token = 2 * static_cast<int64_t>(layers_.size()) * l.keys.size(1) *
+                            l.keys.size(3) * static_cast<int64_t>(l.keys.element_size());
+  for (int64_t r = 0; r < tokens.size(0); ++r) {
+    const int64_t bytes = tokens[r].item<int64_t>() * per_token;
+    out.push_back({bytes, bytes, bytes});
+  }
+  return out;
+}
+
 KvCache::AttendedEntries FullKvCache::attended_entries() const {
   const Layer& l = layers_.front();
   if (!l.keys.defined()) return {};

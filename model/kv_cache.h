@@ -82,9 +82,17 @@ class KvCache {
   // after an eviction. A cache without a budget: what it holds.
   virtual int64_t budget_bytes() const { return live_bytes(); }
 
-  // While the prompt is read, entries at positions >= `position` (the question) are never evicted;
-  // decoding lifts the protection. A cache that evicts nothing has nothing to protect.
-  virtual void protect_from(int64_t /*position*/) {}
+  // The same three per sequence of the batch (padding never counts): what one row of a batched
+  // evaluation would have measured alone.
+  struct RowBytes {
+    int64_t live = 0, peak = 0, budget = 0;
+  };
+  virtual std::vector<RowBytes> row_bytes() const = 0;
+
+  // While the prompt is read, entries at positions >= `positions[r]` (the question) of row r are
+  // never evicted (-1: nothing protected; a single position applies to every row); decoding lifts
+  // the protection. A cache that evicts nothing has nothing to protect.
+  virtual void protect_from(const std::vector<int64_t>& /*positions*/) {}
   // --question-mode keep (kvpress's semantics): call once the context alone has been read. A
   // budgeted cache cuts it back to the budget once and evicts nothing afterwards.
   virtual void compress_context() {}
@@ -101,6 +109,7 @@ class FullKvCache : public KvCache {
   KvEntries append(int64_t layer, const at::Tensor& keys, const at::Tensor& values,
                    const at::Tensor& positions) override;
   int64_t live_bytes() const override;
+  std::vector<RowBytes> row_bytes() const override;
   std::unique_ptr<KvCache> clone() const override;
   // Every entry is read: the live tokens of each sequence, in every head.
   AttendedEntries attended_entries() const override;

@@ -189,14 +189,35 @@ TEST(Eviction, H2oAndImportanceKeepTheHeaviestHitters) {
   EXPECT_EQ(importance.live_positions(0, 0, 1), top_positions(total, 5, 10));
 }
 
-TEST(Eviction, RandomKeepsTheTopOfItsSeededDraws) {
+// The random policy's score of an entry: SplitMix64's finaliser chained over seed, layer, KV head
+// and position, its top 24 bits as a fraction (eval/policies/random.cpp states the formula).
+double random_policy_score(uint64_t seed, uint64_t layer, uint64_t head, uint64_t position) {
+  auto mix = [](uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+  };
+  return static_cast<double>(mix(mix(mix(seed ^ layer) ^ head) ^ position) >> 40) / (1 << 24);
+}
+
+TEST(Eviction, RandomKeepsTheTopOfItsSeededScores) {
   auto c = tiny_config(1, 1);
   BudgetedKvCache cache(c, parse_policy("random:seed=42,buffer=0"), 4, 12);
   feed(cache, c, 0, at::randn({1, 1, 12, 4}), at::zeros({1, 12, 8}));
-  auto draws = at::rand({1, 1, 12}, at::make_generator<at::CPUGeneratorImpl>(42));
   std::vector<double> score(12);
-  for (int i = 0; i < 12; ++i) score[i] = draws[0][0][i].item<double>();
+  for (int i = 0; i < 12; ++i) score[i] = random_policy_score(42, 0, 0, i);
   EXPECT_EQ(cache.live_positions(0, 0, 0), top_positions(score, 4, 12));
+  // Another seed keeps other entries; the same seed read in other chunks keeps the same ones.
+  BudgetedKvCache other(c, parse_policy("random:seed=43,buffer=0"), 4, 12);
+  feed(other, c, 0, at::randn({1, 1, 12, 4}), at::zeros({1, 12, 8}));
+  EXPECT_NE(other.live_positions(0, 0, 0), cache.live_positions(0, 0, 0));
+  BudgetedKvCache chunked(c, parse_policy("random:seed=42,buffer=0"), 4, 5);
+  for (int start = 0; start < 12; start += 5) {
+    const int n = std::min(5, 12 - start);
+    feed(chunked, c, start, at::randn({1, 1, n, 4}), at::zeros({1, n, 8}));
+  }
+  EXPECT_EQ(chunked.live_positions(0, 0, 0), cache.live_positions(0, 0, 0));
 }
 
 TEST(Eviction, ProtectedQuestionSurvivesThePrefillOnly) {
@@ -208,7 +229,7 @@ TEST(Eviction, ProtectedQuestionSurvivesThePrefillOnly) {
   feed(plain, c, 0, keys, at::zeros({1, 10, 8}));
   EXPECT_EQ(plain.live_positions(0, 0, 0), (std::vector<int64_t>{0, 1, 2, 3}));
   BudgetedKvCache guarded(c, parse_policy("knorm:buffer=0"), 4, 10);
-  guarded.protect_from(8);  // the "question" is positions 8 and 9
+  guarded.protect_from({8});  // the "question" is positions 8 and 9
   feed(guarded, c, 0, keys, at::zeros({1, 10, 8}));
   EXPECT_EQ(guarded.live_positions(0, 0, 0), (std::vector<int64_t>{0, 1, 8, 9}));
   guarded.end_prefill();  // decoding: the question competes like everything else

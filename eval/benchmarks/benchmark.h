@@ -2,9 +2,12 @@
 // benchmarks share: the (policy, budget) cells, loading the model once, config.yaml, resuming from
 // predictions.jsonl (one flushed line per unit of work), a fresh cache per unit, the generation
 // settings (chunk, stop ids), the record's policy and budget, the aggregation of each cell into
-// scores.json/csv, the plot and the table. A benchmark says what its units of work are, how one
-// runs, and how a cell's records aggregate; `eval score` reuses that aggregation. A new benchmark
-// is one file in this folder and its command's flags.
+// scores.json/csv, the plot and the table. A benchmark says what its units of work are, what one
+// generates (or how one runs, when it is several dependent generations), and how a cell's records
+// aggregate; `eval score` reuses that aggregation. run_sweep generates --batch-size units of a
+// cell at once, each with its own budget, protection, answer length and stop ids, so a batch
+// predicts what each unit predicts alone. A new benchmark is one file in this folder and its
+// command's flags.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +31,7 @@ struct SweepSettings {
   std::vector<double> budgets;
   std::string gates;
   int64_t chunk = 512;
+  int64_t batch_size = 1;  // units of a cell generated at once
   std::string out;
 };
 
@@ -47,9 +51,26 @@ struct UnitContext {
   SamplingOptions sampling(int64_t max_new_tokens) const;
 };
 
-// The fields every generation record carries: prompt tokens, peak / live / budget KV bytes, the
-// most entries one generating query read (per head and in total), prefill and decode tokens/s.
-Json generation_fields(const GenerationResult& result, const KvCache& cache, int64_t prompt_tokens);
+// One generation a unit asks for, and what sets it apart from the cell's settings.
+struct GenerationRequest {
+  std::vector<int64_t> prompt;
+  int64_t budget_tokens = -1;  // what a fractional budget is a share of (-1: the prompt)
+  // --question-mode keep: the prompt's first `context_tokens` are the context, read and
+  // compressed once on their own before the rest (0: off).
+  int64_t context_tokens = 0;
+  int64_t protect_from = -1;  // --protect-question: entries from this position survive the prompt
+  int64_t max_new_tokens = 0;
+  std::vector<int64_t> extra_stop_ids;
+};
+
+// The fields every generation record carries: prompt tokens, peak / live / budget KV bytes of the
+// unit's row, the most entries one generating query read (per head and in total), the batch's
+// size and its prefill and decode tokens/s (all rows together).
+struct BatchRates {
+  int64_t size = 1, prompt_tokens = 0, new_tokens = 0;
+};
+Json generation_fields(const GenerationResult& result, const KvCache::RowBytes& bytes,
+                       const BatchRates& batch);
 
 class Benchmark {
  public:
@@ -70,8 +91,18 @@ class Benchmark {
   // Unit i's identity within a cell, and the same read back from its record (resume keys).
   virtual std::string unit_key(size_t unit) const = 0;
   virtual std::string record_key(const Json& record) const = 0;
-  // Runs unit i; run_sweep adds the cell's policy and budget to the record.
-  virtual Json run(size_t unit, const UnitContext& context) const = 0;
+
+  // A unit that is one generation: what it generates from, and its record from the result
+  // (`fields`: generation_fields of its row). run_sweep batches these and adds the cell's policy
+  // and budget to the record.
+  virtual GenerationRequest request(size_t unit, const UnitContext& context) const;
+  virtual Json record(size_t unit, const GenerationRequest& request,
+                      const GenerationResult& result, Json fields,
+                      const UnitContext& context) const;
+  // A unit of several dependent generations (a conversation) runs whole, one at a time: such a
+  // benchmark overrides run() and says single_generation() false.
+  virtual bool single_generation() const { return true; }
+  virtual Json run(size_t unit, const UnitContext& context) const;
 
   // A cell's metrics from its records, in unit order.
   virtual Json aggregate(const std::vector<Json>& records) const = 0;
@@ -82,5 +113,10 @@ class Benchmark {
 };
 
 int run_sweep(Benchmark& benchmark, const SweepSettings& settings);
+
+// The records of single-generation units, generated as one batch (rows that compress a context
+// first and rows that do not as two): what run_sweep does with each --batch-size units.
+std::vector<Json> run_generations(const Benchmark& benchmark, const std::vector<size_t>& units,
+                                  const UnitContext& context);
 
 }  // namespace retain

@@ -76,6 +76,9 @@ class Dialogue final : public Benchmark {
   std::string unit_key(size_t i) const override { return dialogues_[i].id; }
   std::string record_key(const Json& j) const override { return j.at("id").get<std::string>(); }
 
+  // A conversation's turns depend on its earlier answers (own history) or on the cache its gold
+  // history left: it runs whole, one conversation at a time.
+  bool single_generation() const override { return false; }
   Json run(size_t i, const UnitContext& c) const override {
     const Conversation& d = dialogues_[i];
     auto context_ids = c.tokenizer.encode_prompt(d.context);
@@ -166,7 +169,7 @@ class Dialogue final : public Benchmark {
 
 int run_dialogue_eval(const DialogueOptions& o) {
   Dialogue benchmark(o);
-  return run_sweep(benchmark, {o.model, o.policies, o.budgets, o.gates, o.chunk, o.out});
+  return run_sweep(benchmark, {o.model, o.policies, o.budgets, o.gates, o.chunk, 1, o.out});
 }
 
 }  // namespace retain

@@ -160,7 +160,7 @@ class LongBench final : public Benchmark {
     return str_cat(j.at("dataset").get<std::string>(), "|", j.at("id").get<std::string>());
   }
 
-  Json run(size_t i, const UnitContext& c) const override {
+  GenerationRequest request(size_t i, const UnitContext& c) const override {
     const Record& r = records_[i];
     // Middle truncation on the raw prompt, as pred.py does before the chat template.
     std::string text = r.prompt_text;
@@ -172,29 +172,30 @@ class LongBench final : public Benchmark {
     }
     const bool chat = template_ && !kNoChat.count(r.dataset);
     const std::string fed = chat ? template_->render({{"user", text}}, ChatOptions{}) : text;
-    ids = chat ? c.tokenizer.encode(fed) : c.tokenizer.encode_prompt(text);
-    SamplingOptions sampling = c.sampling(maxlens_[r.dataset].get<int64_t>());
+    GenerationRequest q;
+    q.prompt = chat ? c.tokenizer.encode(fed) : c.tokenizer.encode_prompt(text);
+    q.max_new_tokens = maxlens_[r.dataset].get<int64_t>();
     if (r.dataset == "samsum" && !newline_ids_.empty())
-      sampling.stop_ids.push_back(newline_ids_.back());
-    auto cache = c.make_cache(static_cast<int64_t>(ids.size()));
+      q.extra_stop_ids.push_back(newline_ids_.back());
     // --protect-question: the template's part after {context}, where it survived truncation.
-    Json question_at = nullptr;
     if (o_.protect_question && !r.question_text.empty() &&
-        fed.rfind(r.question_text) != std::string::npos) {
-      const int64_t at = question_start(c.tokenizer, fed, r.question_text, /*with_bos=*/!chat);
-      cache->protect_from(at);
-      question_at = at;
-    }
-    GenerationResult g = generate(c.model, ids, *cache, sampling);
-    Json record = generation_fields(g, *cache, static_cast<int64_t>(ids.size()));
-    record.update({{"dataset", r.dataset},
+        fed.rfind(r.question_text) != std::string::npos)
+      q.protect_from = question_start(c.tokenizer, fed, r.question_text, /*with_bos=*/!chat);
+    return q;
+  }
+
+  Json record(size_t i, const GenerationRequest& q, const GenerationResult& g, Json fields,
+              const UnitContext& c) const override {
+    const Record& r = records_[i];
+    fields.update({{"dataset", r.dataset},
                    {"id", r.id},
                    {"pred", c.tokenizer.decode(g.tokens, true)},
                    {"answers", r.answers},
                    {"all_classes", r.all_classes},
                    {"length", r.length}});
-    if (o_.protect_question) record["question_start"] = question_at;
-    return record;
+    if (o_.protect_question)
+      fields["question_start"] = q.protect_from >= 0 ? Json(q.protect_from) : Json(nullptr);
+    return fields;
   }
 
   Json aggregate(const std::vector<Json>& records) const override {
@@ -223,7 +224,7 @@ class LongBench final : public Benchmark {
 
 int run_longbench_eval(const LongBenchOptions& o) {
   LongBench benchmark(o);
-  return run_sweep(benchmark, {o.model, o.policies, o.budgets, o.gates, o.chunk, o.out});
+  return run_sweep(benchmark, {o.model, o.policies, o.budgets, o.gates, o.chunk, o.batch_size, o.out});
 }
 
 }  // namespace retain

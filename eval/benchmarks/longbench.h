@@ -34,6 +34,7 @@ struct LongBenchOptions {
   std::vector<double> budgets;
   std::string gates;
   int64_t chunk = 2048;
+  int64_t batch_size = 1;  // examples generated at once
   int64_t limit = 0;
   // The prompt's part after {context} is never evicted while the prompt is read; predictions
   // record where it starts (question_start; null where middle truncation cut into it).

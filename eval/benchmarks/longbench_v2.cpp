@@ -112,7 +112,7 @@ class LongBenchV2 final : public Benchmark {
   std::string unit_key(size_t i) const override { return ids_[i]; }
   std::string record_key(const Json& j) const override { return j.at("_id").get<std::string>(); }
 
-  Json run(size_t i, const UnitContext& c) const override {
+  GenerationRequest request(size_t i, const UnitContext& c) const override {
     const Json& r = records_[i];
     const std::string where = str_cat(o_.data, " record ", i);
     std::string prompt = template_;
@@ -128,19 +128,25 @@ class LongBenchV2 final : public Benchmark {
       prompt = c.tokenizer.decode(std::vector<int64_t>(ids.begin(), ids.begin() + half), true) +
                c.tokenizer.decode(std::vector<int64_t>(ids.end() - half, ids.end()), true);
     }
-    ids = chat_ ? c.tokenizer.encode(chat_->render({{"user", prompt}}, ChatOptions{}))
-                : c.tokenizer.encode_prompt(prompt);
-    auto cache = c.make_cache(static_cast<int64_t>(ids.size()));
-    GenerationResult g = generate(c.model, ids, *cache, c.sampling(o_.max_new_tokens));
+    GenerationRequest q;
+    q.prompt = chat_ ? c.tokenizer.encode(chat_->render({{"user", prompt}}, ChatOptions{}))
+                     : c.tokenizer.encode_prompt(prompt);
+    q.max_new_tokens = o_.max_new_tokens;
+    return q;
+  }
+
+  Json record(size_t i, const GenerationRequest& /*request*/, const GenerationResult& g,
+              Json fields, const UnitContext& c) const override {
+    const Json& r = records_[i];
+    const std::string where = str_cat(o_.data, " record ", i);
     const std::string response = c.tokenizer.decode(g.tokens, true);
-    Json record = generation_fields(g, *cache, static_cast<int64_t>(ids.size()));
-    record.update({{"_id", ids_[i]},
+    fields.update({{"_id", ids_[i]},
                    {"difficulty", r.value("difficulty", "hard")},
                    {"length", r.value("length", "long")},
                    {"answer", json_get<std::string>(r, "answer", where)},
                    {"response", response},
                    {"pred", extract_choice(response)}});
-    return record;
+    return fields;
   }
 
   Json aggregate(const std::vector<Json>& records) const override {
@@ -165,7 +171,7 @@ class LongBenchV2 final : public Benchmark {
 
 int run_longbench_v2_eval(const LongBenchV2Options& o) {
   LongBenchV2 benchmark(o);
-  return run_sweep(benchmark, {o.model, o.policies, o.budgets, o.gates, o.chunk, o.out});
+  return run_sweep(benchmark, {o.model, o.policies, o.budgets, o.gates, o.chunk, o.batch_size, o.out});
 }
 
 }  // namespace retain

@@ -29,6 +29,7 @@ struct LongBenchV2Options {
   std::vector<double> budgets;
   std::string gates;
   int64_t chunk = 2048;
+  int64_t batch_size = 1;  // examples generated at once
   int64_t limit = 0;
   std::string out;
 };

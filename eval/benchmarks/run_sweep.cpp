@@ -1,5 +1,8 @@
 #include <c10/core/InferenceMode.h>
 
+#include <algorithm>
+#include <optional>
+
 #include "core/error.h"
 #include "core/log.h"
 #include "core/progress.h"
@@ -23,20 +26,125 @@ SamplingOptions UnitContext::sampling(int64_t max_new_tokens) const {
   return s;
 }
 
-Json generation_fields(const GenerationResult& r, const KvCache& cache, int64_t prompt_tokens) {
-  return {{"prompt_tokens", prompt_tokens},
-          {"peak_kv_bytes", cache.peak_bytes()},
+Json generation_fields(const GenerationResult& r, const KvCache::RowBytes& bytes,
+                       const BatchRates& batch) {
+  return {{"prompt_tokens", r.prompt_tokens},
+          {"peak_kv_bytes", bytes.peak},
           // The most entries one generating query read in a KV head, and in all of them.
           {"max_attended_entries", r.max_attended_entries},
           {"max_attended_total", r.max_attended_total},
           // After the last step: with buffer 0 an evicting cache is back at its budget.
-          {"live_kv_bytes", cache.live_bytes()},
-          {"budget_kv_bytes", cache.budget_bytes()},
-          {"prefill_tokens_per_s",
-           r.prefill_seconds > 0 ? static_cast<double>(prompt_tokens) / r.prefill_seconds : 0.0},
-          {"decode_tokens_per_s", r.decode_seconds > 0 && r.tokens.size() > 1
-                                      ? static_cast<double>(r.tokens.size() - 1) / r.decode_seconds
+          {"live_kv_bytes", bytes.live},
+          {"budget_kv_bytes", bytes.budget},
+          // The batch's rates (its rows were read and decoded together).
+          {"batch_size", batch.size},
+          {"prefill_tokens_per_s", r.prefill_seconds > 0 ? static_cast<double>(batch.prompt_tokens) /
+                                                               r.prefill_seconds
+                                                         : 0.0},
+          {"decode_tokens_per_s", r.decode_seconds > 0 && batch.new_tokens > 0
+                                      ? static_cast<double>(batch.new_tokens) / r.decode_seconds
                                       : 0.0}};
+}
+
+GenerationRequest Benchmark::request(size_t /*unit*/, const UnitContext& /*context*/) const {
+  RETAIN_CHECK(false, "eval ", name(), ": a benchmark of single generations must say request()");
+  return {};
+}
+
+Json Benchmark::record(size_t /*unit*/, const GenerationRequest& /*request*/,
+                       const GenerationResult& /*result*/, Json /*fields*/,
+                       const UnitContext& /*context*/) const {
+  RETAIN_CHECK(false, "eval ", name(), ": a benchmark of single generations must say record()");
+  return {};
+}
+
+Json Benchmark::run(size_t unit, const UnitContext& context) const {
+  return run_generations(*this, {unit}, context).front();
+}
+
+namespace {
+
+// Generates `requests` as one batch (all compress a context first, or none): each row's result
+// with the whole prompt counted, and its record fields.
+std::vector<std::pair<GenerationResult, Json>> generate_requests(
+    const std::vector<GenerationRequest>& requests, const UnitContext& c) {
+  std::vector<int64_t> budget_tokens, protect;
+  bool any_protected = false;
+  for (const auto& q : requests) {
+    budget_tokens.push_back(q.budget_tokens >= 0 ? q.budget_tokens
+                                                 : static_cast<int64_t>(q.prompt.size()));
+    protect.push_back(q.protect_from);
+    any_protected = any_protected || q.protect_from >= 0;
+  }
+  auto cache = make_batch_kv_cache(c.model.config(), c.policy, c.budget.value_or(0.0),
+                                   budget_tokens, c.chunk, c.eval_model.gates_for(c.policy));
+  if (any_protected) cache->protect_from(protect);
+  const bool keep = requests.front().context_tokens > 0;
+  std::vector<std::vector<int64_t>> prompts, contexts;
+  std::vector<RowOptions> rows;
+  for (const auto& q : requests) {
+    RowOptions row;
+    row.max_new_tokens = q.max_new_tokens;
+    row.extra_stop_ids = q.extra_stop_ids;
+    const auto split = q.prompt.begin() + (keep ? q.context_tokens : 0);
+    contexts.emplace_back(q.prompt.begin(), split);
+    prompts.emplace_back(split, q.prompt.end());
+    row.start_position = keep ? q.context_tokens : 0;
+    rows.push_back(std::move(row));
+  }
+  if (keep) {
+    // kvpress's semantics: the context alone is read and compressed once; the question and the
+    // answer go on top of it.
+    prefill_batch(c.model, contexts, *cache, std::vector<int64_t>(contexts.size(), 0), c.chunk);
+    cache->compress_context();
+  }
+  std::vector<GenerationResult> results =
+      generate_batch(c.model, prompts, *cache, c.sampling(0), rows);
+  const std::vector<KvCache::RowBytes> bytes = cache->row_bytes();
+  BatchRates batch;
+  batch.size = static_cast<int64_t>(requests.size());
+  for (size_t r = 0; r < results.size(); ++r) {
+    batch.prompt_tokens += static_cast<int64_t>(prompts[r].size());
+    batch.new_tokens += std::max<int64_t>(static_cast<int64_t>(results[r].tokens.size()) - 1, 0);
+    results[r].prompt_tokens = static_cast<int64_t>(requests[r].prompt.size());
+  }
+  std::vector<std::pair<GenerationResult, Json>> out;
+  for (size_t r = 0; r < results.size(); ++r) {
+    Json fields = generation_fields(results[r], bytes.at(r), batch);
+    out.emplace_back(std::move(results[r]), std::move(fields));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<Json> run_generations(const Benchmark& benchmark, const std::vector<size_t>& units,
+                                  const UnitContext& c) {
+  std::vector<GenerationRequest> requests;
+  for (size_t unit : units) {
+    requests.push_back(benchmark.request(unit, c));
+    RETAIN_CHECK(!requests.back().prompt.empty(), "eval ", benchmark.name(), ": unit ", unit,
+                 " has no prompt");
+    RETAIN_CHECK(requests.back().context_tokens < static_cast<int64_t>(requests.back().prompt.size()),
+                 "eval ", benchmark.name(), ": unit ", unit, "'s context is its whole prompt");
+  }
+  // Rows that compress a context first and rows that do not are generated as two batches.
+  std::vector<Json> records(units.size());
+  for (const bool keep : {false, true}) {
+    std::vector<size_t> part;
+    std::vector<GenerationRequest> part_requests;
+    for (size_t k = 0; k < units.size(); ++k)
+      if ((requests[k].context_tokens > 0) == keep) {
+        part.push_back(k);
+        part_requests.push_back(requests[k]);
+      }
+    if (part.empty()) continue;
+    auto generated = generate_requests(part_requests, c);
+    for (size_t j = 0; j < part.size(); ++j)
+      records[part[j]] = benchmark.record(units[part[j]], part_requests[j], generated[j].first,
+                                          std::move(generated[j].second), c);
+  }
+  return records;
 }
 
 namespace {
@@ -67,6 +175,7 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
   config["budgets"] = s.budgets;
   config["gates"] = s.gates;
   config["chunk"] = s.chunk;
+  config["batch_size"] = s.batch_size;
   const fs::path out = start_run_dir(s.out, config);
   // Resume: every line already written is a finished (policy, budget, unit).
   PredictionLog log(out / "predictions.jsonl", [&](const Json& j) {
@@ -78,24 +187,41 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
                   benchmark.unit_name());
   c10::InferenceMode guard;
   std::vector<ScoreRow> rows;
+  RETAIN_CHECK(s.batch_size >= 1, command, ": --batch-size must be >= 1, found ", s.batch_size);
+  RETAIN_CHECK(s.batch_size == 1 || benchmark.single_generation(), command,
+               ": --batch-size must be 1: a unit is several dependent generations");
   for (const auto& cell : cells) {
     const PolicySpec policy = parse_policy(cell.policy);
     const UnitContext context{*m.model, *m.tokenizer, m, policy, cell.budget, s.chunk};
     const Json budget = budget_json(cell.budget);
-    std::vector<Json> records;
+    std::vector<std::optional<Json>> records(units);
+    std::vector<size_t> pending;
     for (size_t i = 0; i < units; ++i) {
-      if (const Json* previous = log.find(cell_key(cell.policy, budget, benchmark.unit_key(i)))) {
-        records.push_back(*previous);
-      } else {
-        Json record = benchmark.run(i, context);
-        record["policy"] = cell.policy;
-        record["budget"] = budget;
-        log.append(record);
-        records.push_back(std::move(record));
-      }
-      bar.update(1);
+      if (const Json* previous = log.find(cell_key(cell.policy, budget, benchmark.unit_key(i))))
+        records[i] = *previous;
+      else
+        pending.push_back(i);
     }
-    rows.push_back({cell.policy, cell.budget, benchmark.aggregate(records)});
+    bar.update(static_cast<int64_t>(units - pending.size()));
+    // Consecutive pending units in batches of --batch-size.
+    for (size_t begin = 0; begin < pending.size();) {
+      const size_t end = std::min(pending.size(), begin + static_cast<size_t>(s.batch_size));
+      std::vector<size_t> batch(pending.begin() + begin, pending.begin() + end);
+      std::vector<Json> done = benchmark.single_generation()
+                                   ? run_generations(benchmark, batch, context)
+                                   : std::vector<Json>{benchmark.run(batch.front(), context)};
+      for (size_t k = 0; k < batch.size(); ++k) {
+        done[k]["policy"] = cell.policy;
+        done[k]["budget"] = budget;
+        log.append(done[k]);
+        records[batch[k]] = std::move(done[k]);
+      }
+      bar.update(static_cast<int64_t>(batch.size()));
+      begin = end;
+    }
+    std::vector<Json> cell_records;
+    for (auto& r : records) cell_records.push_back(std::move(*r));
+    rows.push_back({cell.policy, cell.budget, benchmark.aggregate(cell_records)});
   }
   bar.finish();
   write_scores(out, benchmark.name(), rows);

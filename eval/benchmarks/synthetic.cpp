@@ -99,39 +99,37 @@ class SyntheticBenchmark final : public Benchmark {
     return str_cat(j.at("id").get<std::string>(), "|", j.at("turn").get<size_t>());
   }
 
-  Json run(size_t i, const UnitContext& c) const override {
+  GenerationRequest request(size_t i, const UnitContext& c) const override {
     const auto [e, t] = units_[i];
     const SyntheticExample& ex = examples_[e];
     const std::string prompt_text = synthetic_prompt(ex, t);
     const std::string question = "\nQuestion: " + ex.turns[t].first;
-    auto prompt = c.tokenizer.encode_prompt(prompt_text);
-    const auto prompt_len = static_cast<int64_t>(prompt.size());
-    const bool keep = o_.question_mode == "keep";
-    // keep: the budget is a share of the context, which is compressed once on its own.
-    const int64_t context_len =
-        keep ? question_start(c.tokenizer, prompt_text, question, /*with_bos=*/true) : prompt_len;
-    auto cache = c.make_cache(context_len);
-    if (o_.protect_question)
-      protect_question(*cache, c.tokenizer, prompt_text, question, /*with_bos=*/true);
-    SamplingOptions sampling = c.sampling(o_.max_new_tokens);
-    std::vector<int64_t> rest = prompt;
-    if (keep && context_len > 0) {
-      prefill(c.model, {prompt.begin(), prompt.begin() + context_len}, *cache, 0, c.chunk);
-      cache->compress_context();
-      rest.assign(prompt.begin() + context_len, prompt.end());
-      sampling.start_position = context_len;
+    GenerationRequest q;
+    q.prompt = c.tokenizer.encode_prompt(prompt_text);
+    q.max_new_tokens = o_.max_new_tokens;
+    // keep: the context is compressed once on its own, and the budget is a share of it.
+    if (o_.question_mode == "keep") {
+      q.context_tokens = question_start(c.tokenizer, prompt_text, question, /*with_bos=*/true);
+      q.budget_tokens = q.context_tokens;
     }
-    GenerationResult r = generate(c.model, rest, *cache, sampling);
+    if (o_.protect_question)
+      q.protect_from = question_start(c.tokenizer, prompt_text, question, /*with_bos=*/true);
+    return q;
+  }
+
+  Json record(size_t i, const GenerationRequest& /*request*/, const GenerationResult& r,
+              Json fields, const UnitContext& c) const override {
+    const auto [e, t] = units_[i];
+    const SyntheticExample& ex = examples_[e];
     const std::string pred = c.tokenizer.decode(r.tokens, /*skip_special=*/true);
     const std::string answer = ex.turns[t].second;
-    Json record = generation_fields(r, *cache, prompt_len);
-    record.update({{"id", ex.id},
+    fields.update({{"id", ex.id},
                    {"task", ex.task},
                    {"turn", t},
                    {"pred", pred},
                    {"answer", answer},
                    {"correct", first_line_trimmed(pred) == answer}});
-    return record;
+    return fields;
   }
 
   Json aggregate(const std::vector<Json>& records) const override {
@@ -187,7 +185,7 @@ class SyntheticBenchmark final : public Benchmark {
 
 int run_synthetic_eval(const SyntheticEvalOptions& o) {
   SyntheticBenchmark benchmark(o);
-  return run_sweep(benchmark, {o.model, o.policies, o.budgets, o.gates, o.chunk, o.out});
+  return run_sweep(benchmark, {o.model, o.policies, o.budgets, o.gates, o.chunk, o.batch_size, o.out});
 }
 
 }  // namespace retain

@@ -20,6 +20,7 @@ struct SyntheticEvalOptions {
   std::vector<double> budgets;
   std::string gates;
   int64_t chunk = 512;
+  int64_t batch_size = 1;  // examples generated at once
   std::vector<std::string> tasks = {"kv", "vars", "needle", "multi"};
   std::string data;    // a task file (retain synth's heldout.jsonl) instead of generating
   int64_t count = 10;  // examples per task
