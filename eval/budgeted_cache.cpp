@@ -243,6 +243,8 @@ at::Tensor BudgetedKvCache::votes(int64_t layer, const at::Tensor& q, const at::
     const int64_t b = group_q.size(0), h = group_q.size(1), voters = group_q.size(2),
                   d = group_q.size(3);
     const int64_t hk = l.keys.size(1), per_group = h / hk;
+    // A window of no query (snapkv's min(32, M/2) at budget 1) casts no vote.
+    if (voters == 0) return at::zeros({b, hk, s}, l.stat.options());
     auto keys = select_rows(l.keys.narrow(2, 0, s), rows);
     auto scores = at::matmul(group_q.to(at::kFloat).reshape({b, hk, per_group * voters, d}),
                              keys.to(at::kFloat).transpose(-1, -2)) /

@@ -23,30 +23,56 @@ TEST(BatchGeneration, PromptsOfDifferentLengthsEqualEachAlone) {
   c10::InferenceMode guard;
   fs::path dir = testing::fixture_dir("hf") / "qwen2_bias_yarn";
   Decoder model = Decoder::load(dir, {});
-  std::vector<std::vector<int64_t>> prompts = {
-      {5, 9, 33, 71, 2, 400, 8, 8, 13}, {17, 3}, {250, 251, 252, 253, 254}};
-  SamplingOptions options;
-  options.max_new_tokens = 10;
-  options.stop_ids = {prompts[1][0]};  // some row may stop early; the others go on
-  // One prefill forward: with chunks, a left-padded row's tokens would fall at other chunk
-  // boundaries than alone (and accumulating policies see a different history).
-  options.prefill_chunk = 0;
-  // Budget 6 evicts at the prompt's end and while decoding; padding must not change what a row
-  // keeps. (Not knorm: RoPE keeps a key's norm, so a token that greedy decoding repeats gives keys
-  // of mathematically equal norm, and which of them survives is decided by rounding, which differs
-  // between a batch's matrix products and one row's. h2o covers the same per-head path.)
-  for (const std::string policy : {"full", "h2o:buffer=2,window=2", "dbtrimkv:buffer=2"}) {
-    auto gates = probe_gates(model.config(), true);
-    PolicySpec p = parse_policy(policy);
-    auto batch_cache = make_kv_cache(model.config(), p, 6, 9, 9, gates.get());
-    auto batch = generate_batch(model, prompts, *batch_cache, options);
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      auto alone_cache = make_kv_cache(model.config(), p, 6, 9, 9, gates.get());
-      auto alone = generate(model, prompts[i], *alone_cache, options);
-      EXPECT_EQ(batch[i].tokens, alone.tokens) << policy << " row " << i;
-      EXPECT_EQ(batch[i].finish_reason, alone.finish_reason);
+  const ModelConfig& c = model.config();
+  std::vector<std::vector<int64_t>> prompts = {{5, 9, 33, 71, 2, 400, 8, 8, 13, 90, 91, 92, 7, 6},
+                                               {17, 3},
+                                               {250, 251, 252, 253, 254, 255, 256, 257, 258}};
+  std::vector<int64_t> lengths;
+  for (const auto& p : prompts) lengths.push_back(static_cast<int64_t>(p.size()));
+  auto gates = probe_gates(c, true);
+  // Chunks of 4 counted from each prompt's end: a row is cut at the same tokens in the batch as
+  // alone. A fractional budget gives each row its own (6, 2 and 4 entries per head here).
+  for (const bool static_decode : {false, true})
+    for (const std::string policy :
+         {"full", "h2o:buffer=2", "dbtrimkv:buffer=2", "trimkv:buffer=1", "streaming:buffer=1",
+          "snapkv:buffer=0", "snapkv:pool=avg,buffer=1", "sagekv:buffer=2", "tova:buffer=1",
+          "random:buffer=1", "importance:buffer=2", "knorm:buffer=2"}) {
+      SCOPED_TRACE(policy + (static_decode ? " static" : " eager"));
+      SamplingOptions options;
+      options.max_new_tokens = 10;
+      options.prefill_chunk = 4;
+      options.decode = static_decode ? DecodeMode::kStatic : DecodeMode::kEager;
+      std::vector<RowOptions> rows(prompts.size());
+      rows[1].max_new_tokens = 4;  // rows end at different steps; the others go on
+      rows[2].extra_stop_ids = {prompts[2][0]};
+      PolicySpec p = parse_policy(policy);
+      auto batch_cache = make_batch_kv_cache(c, p, 0.45, lengths, 4, gates.get());
+      auto batch = generate_batch(model, prompts, *batch_cache, options, rows);
+      const auto batch_bytes = batch_cache->row_bytes();
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        SamplingOptions alone_options = options;
+        if (rows[i].max_new_tokens >= 0) alone_options.max_new_tokens = rows[i].max_new_tokens;
+        alone_options.stop_ids = rows[i].extra_stop_ids;
+        auto alone_cache = make_kv_cache(c, p, 0.45, lengths[i], 4, gates.get());
+        auto alone = generate(model, prompts[i], *alone_cache, alone_options);
+        EXPECT_EQ(batch[i].tokens, alone.tokens) << "row " << i;
+        EXPECT_EQ(batch[i].finish_reason, alone.finish_reason);
+        EXPECT_EQ(batch[i].max_attended_entries, alone.max_attended_entries);
+        EXPECT_EQ(batch[i].max_attended_total, alone.max_attended_total);
+        const auto alone_bytes = alone_cache->row_bytes().at(0);
+        EXPECT_EQ(batch_bytes[i].live, alone_bytes.live) << "row " << i;
+        EXPECT_EQ(batch_bytes[i].peak, alone_bytes.peak) << "row " << i;
+        EXPECT_EQ(batch_bytes[i].budget, alone_bytes.budget) << "row " << i;
+        if (!p.budgeted()) continue;
+        const auto& in_batch = dynamic_cast<const BudgetedKvCache&>(*batch_cache);
+        const auto& by_itself = dynamic_cast<const BudgetedKvCache&>(*alone_cache);
+        for (int64_t l = 0; l < c.num_layers; ++l)
+          for (int64_t h = 0; h < c.num_kv_heads; ++h)
+            EXPECT_EQ(in_batch.live_positions(l, static_cast<int64_t>(i), h),
+                      by_itself.live_positions(l, 0, h))
+                << "layer " << l << " row " << i << " head " << h;
+      }
     }
-  }
 }
 
 // Static decode (fixed buffers, eviction decided by host-side counts; what CUDA graphs replay)

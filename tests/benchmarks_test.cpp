@@ -10,6 +10,7 @@
 #include "core/json.h"
 #include "core/safetensors.h"
 #include "data/synthetic.h"
+#include "checkpoints/gate_file.h"
 #include "eval/benchmarks/dialogue.h"
 #include "eval/benchmarks/synthetic.h"
 #include "eval/budgeted_cache.h"
@@ -192,6 +193,78 @@ TEST(Synthetic, SweepWritesScoresAndResumes) {
     EXPECT_EQ(again["results"][i]["metrics"]["em"], scores["results"][i]["metrics"]["em"]);
     EXPECT_EQ(again["results"][i]["metrics"]["peak_kv_bytes"],
               scores["results"][i]["metrics"]["peak_kv_bytes"]);
+  }
+}
+
+// --batch-size N generates N examples of a cell at once. Each row keeps its own budget (a
+// fractional budget resolves per prompt), its own protected question or compressed context, and
+// is read in the chunks it is read in alone: every policy predicts the same answers, with the
+// same KV bytes and the same most-entries-read, as one example at a time.
+TEST(Synthetic, BatchedSweepPredictsWhatEachExampleAloneDoes) {
+  testing::TempDir dir;
+  InitModelOptions init;
+  init.arch = "llama";
+  init.preset = "tiny";
+  init.out = (dir / "model").string();
+  init_model(init);
+  const ModelConfig config = ModelConfig::load(dir / "model");
+  GateConfig gate_config;
+  gate_config.arch = "mlp2";
+  gate_config.width = 8;
+  gate_config.bias_init = 0;  // well-separated retention scores, not all ~1
+  gate_config.init_std = 0.5;
+  GateBank gates(gate_config, config, at::kCPU, 3);
+  write_gate_file(dir / "gates.safetensors", gates,
+                  {gate_config, base_fingerprint(config), 0, "global", ""});
+
+  SyntheticEvalOptions o;
+  o.model.model_dir = init.out;
+  o.gates = (dir / "gates.safetensors").string();
+  o.policies = {"full"};
+  for (const auto& r : policy_registry())
+    if (r.budgeted) o.policies.push_back(r.name + ":buffer=3");
+  o.policies.push_back("snapkv:pool=avg,buffer=0");
+  o.policies.push_back("trimkv:threshold=0.5,buffer=2");
+  o.budgets = {0.15, 9};
+  o.count = 2;
+  o.context_words = 60;
+  o.max_new_tokens = 4;
+  o.chunk = 7;  // several chunks, a partial one first, rows of different lengths padded
+  // What a record says of its generation, timings and batch size aside.
+  auto records = [](const fs::path& file) {
+    std::map<std::string, std::string> out;
+    std::istringstream in(read_text_file(file));
+    std::string line;
+    while (std::getline(in, line)) {
+      Json j = Json::parse(line);
+      std::string key = j["policy"].dump() + j["budget"].dump() + j["id"].dump() + j["turn"].dump();
+      std::string value;
+      for (const char* field : {"pred", "prompt_tokens", "peak_kv_bytes", "live_kv_bytes",
+                                "budget_kv_bytes", "max_attended_entries", "max_attended_total"})
+        value += j[field].dump() + " ";
+      out[key] = value;
+    }
+    return out;
+  };
+  const std::vector<std::string> every_policy = o.policies;
+  for (const std::string mode : {"evict", "protect", "keep"}) {
+    o.question_mode = mode == "keep" ? "keep" : "evict";
+    o.protect_question = mode == "protect";
+    // Every policy evicting; the two question modes on the policies they change most.
+    o.policies = mode == "evict" ? every_policy
+                                 : std::vector<std::string>{"full", "h2o:buffer=3",
+                                                            "snapkv:buffer=3", "dbtrimkv:buffer=3",
+                                                            "streaming:buffer=3"};
+    std::map<std::string, std::string> runs[2];
+    for (int b : {0, 1}) {
+      o.batch_size = b == 0 ? 1 : 5;
+      o.out = (dir / (mode + std::to_string(o.batch_size))).string();
+      ASSERT_EQ(run_synthetic_eval(o), 0);
+      runs[b] = records(fs::path(o.out) / "predictions.jsonl");
+    }
+    ASSERT_EQ(runs[0].size(), runs[1].size());
+    ASSERT_EQ(runs[0].size(), o.policies.size() * 2 * 12 - 12);  // full runs once
+    for (const auto& [key, alone] : runs[0]) EXPECT_EQ(runs[1][key], alone) << mode << " " << key;
   }
 }
 
