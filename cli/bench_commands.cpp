@@ -51,6 +51,10 @@ void register_bench_decode(CLI::App* bench, Commands& commands) {
                   "decode steps: auto (CUDA graphs where the policy allows), eager or static")
       ->check(CLI::IsMember({"auto", "eager", "static"}))
       ->capture_default_str();
+  cmd->add_option("--prompts-file", o->prompts_file,
+                  "a JSON array of prompts (arrays of token ids, all the same length) instead of "
+                  "random ones; sets --batch and --context (what scripts/peers/bench_decode.py "
+                  "gives retain and the peers alike)");
   cmd->add_flag("--json", o->json, "one JSON object instead of the table");
   commands.add(cmd, [o] { return run_bench_decode_command(*o); });
 }

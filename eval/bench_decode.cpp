@@ -41,6 +41,38 @@ std::unique_ptr<GateBank> make_gates(const PolicySpec& policy, const ModelConfig
   return std::make_unique<GateBank>(g, config, device, seed);
 }
 
+std::vector<std::vector<int64_t>> random_prompts(const BenchDecodeOptions& o, int64_t vocab) {
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(o.model.seed);
+  auto ids = at::randint(0, vocab, {o.batch, o.context}, generator, at::kLong);
+  std::vector<std::vector<int64_t>> prompts;
+  for (int64_t r = 0; r < o.batch; ++r)
+    prompts.emplace_back(ids[r].data_ptr<int64_t>(), ids[r].data_ptr<int64_t>() + o.context);
+  return prompts;
+}
+
+std::vector<std::vector<int64_t>> read_prompts_file(const std::string& path, int64_t vocab) {
+  const Json j = read_json_file(path);
+  RETAIN_CHECK(j.is_array() && !j.empty(), path,
+               ": expected a non-empty JSON array of prompts (arrays of token ids)");
+  std::vector<std::vector<int64_t>> prompts;
+  for (size_t r = 0; r < j.size(); ++r) {
+    RETAIN_CHECK(j[r].is_array() && !j[r].empty(), path, ": prompt ", r,
+                 ": expected a non-empty array of token ids");
+    std::vector<int64_t> ids;
+    for (const auto& id : j[r]) {
+      RETAIN_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < vocab,
+                   path, ": prompt ", r, ": expected token ids in [0, ", vocab, "), found ",
+                   id.dump());
+      ids.push_back(id.get<int64_t>());
+    }
+    RETAIN_CHECK(r == 0 || ids.size() == prompts.front().size(), path, ": prompt ", r, " has ",
+                 ids.size(), " tokens, prompt 0 has ", prompts.front().size(),
+                 " (bench decode times prompts of one length)");
+    prompts.push_back(std::move(ids));
+  }
+  return prompts;
+}
+
 std::string human_bytes(double bytes) {
   char buf[32];
   if (bytes >= 1e9)
@@ -52,8 +84,9 @@ std::string human_bytes(double bytes) {
 
 }  // namespace
 
-int run_bench_decode_command(const BenchDecodeOptions& o) {
-  check_options(o);
+int run_bench_decode_command(const BenchDecodeOptions& options) {
+  check_options(options);
+  BenchDecodeOptions o = options;  // batch and context come from --prompts-file when given
   auto model = load_bench_model(o.model);
   const c10::Device device = model->device();
   const ModelConfig& c = model->config();
@@ -62,14 +95,14 @@ int run_bench_decode_command(const BenchDecodeOptions& o) {
                "bench decode: gates= files are not read here (random gates of the policy's "
                "architecture are used); drop gates= from --policy");
   auto gates = make_gates(policy, c, device, o.model.seed + 1);
-  const int64_t chunk = o.chunk > 0 ? o.chunk : o.context;
 
-  // Random prompt ids (seeded), every row of the batch the same length.
-  auto generator = at::make_generator<at::CPUGeneratorImpl>(o.model.seed);
-  auto ids = at::randint(0, c.vocab_size, {o.batch, o.context}, generator, at::kLong);
-  std::vector<std::vector<int64_t>> prompts;
-  for (int64_t r = 0; r < o.batch; ++r)
-    prompts.emplace_back(ids[r].data_ptr<int64_t>(), ids[r].data_ptr<int64_t>() + o.context);
+  // Random prompt ids (seeded), every row of the batch the same length; or the file's.
+  std::vector<std::vector<int64_t>> prompts =
+      o.prompts_file.empty() ? random_prompts(o, c.vocab_size)
+                             : read_prompts_file(o.prompts_file, c.vocab_size);
+  o.batch = static_cast<int64_t>(prompts.size());
+  o.context = static_cast<int64_t>(prompts.front().size());
+  const int64_t chunk = o.chunk > 0 ? o.chunk : o.context;
 
   Json resolved = {{"model", o.model.describe()},
                    {"model_type", c.model_type},
@@ -139,6 +172,10 @@ int run_bench_decode_command(const BenchDecodeOptions& o) {
   out["copy_bandwidth_bytes_per_s"] = bandwidth;
   out["roofline_ms_per_step"] = ideal_ms;
   out["roofline_fraction"] = ideal_ms / step_ms;
+  // The greedy ids of every row: a peer fed the same prompts can check it decoded the same.
+  Json tokens = Json::array();
+  for (const auto& row : results) tokens.push_back(row.tokens);
+  out["tokens"] = tokens;
   if (o.json) {
     std::cout << out.dump() << std::endl;
     return 0;

@@ -22,6 +22,9 @@ struct BenchDecodeOptions {
   std::string policy = "dbtrimkv";  // any eviction policy spec; trimkv/dbtrimkv get random gates
   int64_t chunk = 512;              // prefill chunk (the eager attention is chunk x cache wide)
   std::string decode = "auto";      // auto (CUDA graphs where possible) | eager | static
+  // A JSON array of prompts (token id arrays of one length) instead of random ones: sets batch
+  // and context. The peers' driver (scripts/peers/bench_decode.py) times the same ids.
+  std::string prompts_file;
   bool json = false;                // one JSON object instead of the table
 };
 
