@@ -43,15 +43,19 @@ at::Tensor attention_fused(const at::Tensor& q, const at::Tensor& keys, const at
   // A padding query sees nothing: let it see everything (uniform weights, as the eager path
   // gives), since a fully masked row would be NaN and NaN values poison later products.
   visible = visible.logical_or(visible.any(-1, /*keepdim=*/true).logical_not());
-  // Repeated K/V (and per-KV-head masks) keep every fused backend eligible, GQA or not.
+  if (g > 1 && visible.size(1) > 1) visible = visible.repeat_interleave(g, 1);
+  // GQA: the CPU flash kernel reads the shared K/V heads itself (enable_gqa; copying them G times
+  // cost a tenth of a 2k-token CPU prefill). On CUDA a masked product runs the memory-efficient
+  // kernel, which takes no enable_gqa (it would fall back to the math path): K/V are repeated.
   auto k = keys, v = values;
-  if (g > 1) {
+  const bool repeat = g > 1 && q.is_cuda();
+  if (repeat) {
     k = keys.repeat_interleave(g, 1);
     v = values.repeat_interleave(g, 1);
-    if (visible.size(1) > 1) visible = visible.repeat_interleave(g, 1);
   }
   return at::scaled_dot_product_attention(q, k, v, visible, /*dropout_p=*/0.0,
-                                          /*is_causal=*/false, scale);
+                                          /*is_causal=*/false, scale,
+                                          /*enable_gqa=*/g > 1 && !repeat);
 }
 
 at::Tensor attention_eager(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,

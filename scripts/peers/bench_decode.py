@@ -22,7 +22,8 @@ retain's peak memory is bounded by M + buffer + chunk where kvpress's is the who
 Timing, for both tools: one warm-up generation (2 tokens), then the prefill time is a
 generation of 1 token (prefill + the first token), and the decode rate is
 batch x (N - 1) / (time of an N-token generation - that prefill time). Python start-up and model
-load are not counted on either side.
+load are not counted on either side. Each side runs --repeat times, alternating with the other,
+and the median rate is printed.
 
 kvpress needs transformers < 5.3; install it outside the project's venv and put it first on
 PYTHONPATH (its transformers then also runs the hf peer; the versions are printed):
@@ -57,12 +58,16 @@ def parse_args():
     ap.add_argument("--dtype", default="fp32", help="fp32 | bf16 | fp16")
     ap.add_argument("--seed", type=int, default=0, help="prompt ids")
     ap.add_argument("--peers", default="hf,snapkv,streaming,knorm")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="runs of each side, alternating; the median rate is reported")
     ap.add_argument("--json", help="also write every figure here")
     args = ap.parse_args()
     peers = [p for p in args.peers.split(",") if p]
     unknown = [p for p in peers if p not in ("hf", "snapkv", "streaming", "knorm")]
     if unknown:
         ap.error(f"--peers: unknown {unknown} (expected hf, snapkv, streaming, knorm)")
+    if args.repeat < 1:
+        ap.error("--repeat must be >= 1")
     if args.new_tokens < 2:
         ap.error("--new-tokens must be >= 2 (the first comes from the prefill)")
     if args.budget < 2 or args.budget >= args.context:
@@ -128,6 +133,11 @@ def time_peer(torch, model, ids, new_tokens, press):
     return prefill, total - prefill, out[:, ids.shape[1]:].tolist()
 
 
+def median(values):
+    values = sorted(values)
+    return values[len(values) // 2]
+
+
 def main():
     args = parse_args()
     kvpress = None
@@ -146,6 +156,8 @@ def main():
     import transformers
     from transformers import AutoModelForCausalLM
 
+    transformers.utils.logging.disable_progress_bar()
+
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
@@ -163,13 +175,21 @@ def main():
         rows = []
         for peer in args.peers:
             policy = retain_spec(peer, args.budget)
-            ours = run_retain(args, prompts_file, policy)
             press = None if peer == "hf" else make_press(kvpress, peer, args.budget, args.context)
-            prefill, decode, tokens = time_peer(torch, model, ids.to(args.device),
-                                                args.new_tokens, press)
-            steps = args.batch * (args.new_tokens - 1)
-            theirs = {"prefill_tokens_per_s": args.batch * args.context / prefill,
-                      "decode_tokens_per_s": steps / decode}
+            # The two sides alternate, so a slow moment of the machine hits both.
+            ours_runs, theirs_runs = [], []
+            for _ in range(args.repeat):
+                ours_runs.append(run_retain(args, prompts_file, policy))
+                prefill, decode, tokens = time_peer(torch, model, ids.to(args.device),
+                                                    args.new_tokens, press)
+                steps = args.batch * (args.new_tokens - 1)
+                theirs_runs.append({"prefill_tokens_per_s": args.batch * args.context / prefill,
+                                    "decode_tokens_per_s": steps / decode})
+            ours = dict(ours_runs[0])
+            theirs = {}
+            for key in ("prefill_tokens_per_s", "decode_tokens_per_s"):
+                ours[key] = median([r[key] for r in ours_runs])
+                theirs[key] = median([r[key] for r in theirs_runs])
             row = {"peer": "hf generate" if peer == "hf" else f"kvpress {peer}",
                    "retain_policy": policy,
                    "retain": {k: ours[k] for k in ("prefill_tokens_per_s", "decode_tokens_per_s",
@@ -183,6 +203,7 @@ def main():
 
     print(f"bench decode, side by side: {args.model}, batch {args.batch} x {args.context} tokens, "
           f"{args.new_tokens} new, budget {args.budget}, {args.dtype} on {args.device}, "
+          f"median of {args.repeat} alternating runs, "
           f"{torch.get_num_threads()} threads; torch {torch.__version__}, transformers "
           f"{transformers.__version__}" + (f", kvpress {kvpress.__version__}"
                                            if kvpress is not None and hasattr(kvpress, "__version__")

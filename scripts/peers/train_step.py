@@ -111,6 +111,8 @@ def main():
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     from transformers import AttentionInterface, AutoModelForCausalLM
 
+    transformers.utils.logging.disable_progress_bar()
+
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     ours = run_retain(args)  # first: its peak RSS is its own process's
