@@ -10,7 +10,7 @@
 namespace retain {
 
 void write_scores(const fs::path& dir, const std::string& benchmark,
-                  const std::vector<ScoreRow>& rows) {
+                  const std::vector<ScoreRow>& rows, const Json& run) {
   Json results = Json::array();
   std::set<std::string> columns;
   for (const auto& row : rows) {
@@ -19,7 +19,9 @@ void write_scores(const fs::path& dir, const std::string& benchmark,
                        {"metrics", row.metrics}});
     for (const auto& [key, _] : row.metrics.items()) columns.insert(key);
   }
-  write_json_file_atomic(dir / "scores.json", {{"benchmark", benchmark}, {"results", results}});
+  Json scores = {{"benchmark", benchmark}, {"results", results}};
+  if (!run.is_null()) scores["run"] = run;
+  write_json_file_atomic(dir / "scores.json", scores);
 
   std::ostringstream csv;
   csv << "policy,budget";

@@ -18,7 +18,7 @@ struct ScoreRow {
 };
 
 void write_scores(const fs::path& dir, const std::string& benchmark,
-                  const std::vector<ScoreRow>& rows);
+                  const std::vector<ScoreRow>& rows, const Json& run = nullptr);
 
 // Prints the rows as an aligned table on stdout: policy, budget, then `columns` (metric names;
 // empty: every metric of the first row), two decimals. The policy column is as wide as the longest

@@ -1,6 +1,7 @@
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 
 #include "core/error.h"
@@ -190,6 +191,10 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
   RETAIN_CHECK(s.batch_size >= 1, command, ": --batch-size must be >= 1, found ", s.batch_size);
   RETAIN_CHECK(s.batch_size == 1 || benchmark.single_generation(), command,
                ": --batch-size must be 1: a unit is several dependent generations");
+  // What this run generated (resumed records aside), and how long generation took: the model
+  // load and set-up are not in it.
+  int64_t generated = 0;
+  double generation_seconds = 0;
   for (const auto& cell : cells) {
     const PolicySpec policy = parse_policy(cell.policy);
     const UnitContext context{*m.model, *m.tokenizer, m, policy, cell.budget, s.chunk};
@@ -207,9 +212,13 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
     for (size_t begin = 0; begin < pending.size();) {
       const size_t end = std::min(pending.size(), begin + static_cast<size_t>(s.batch_size));
       std::vector<size_t> batch(pending.begin() + begin, pending.begin() + end);
+      const auto started = std::chrono::steady_clock::now();
       std::vector<Json> done = benchmark.single_generation()
                                    ? run_generations(benchmark, batch, context)
                                    : std::vector<Json>{benchmark.run(batch.front(), context)};
+      generation_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      generated += static_cast<int64_t>(batch.size());
       for (size_t k = 0; k < batch.size(); ++k) {
         done[k]["policy"] = cell.policy;
         done[k]["budget"] = budget;
@@ -224,9 +233,17 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
     rows.push_back({cell.policy, cell.budget, benchmark.aggregate(cell_records)});
   }
   bar.finish();
-  write_scores(out, benchmark.name(), rows);
+  const double rate = generation_seconds > 0 ? static_cast<double>(generated) / generation_seconds
+                                             : 0.0;
+  write_scores(out, benchmark.name(), rows,
+               {{"generated", generated},
+                {"generation_seconds", generation_seconds},
+                {"generated_per_s", rate},
+                {"batch_size", s.batch_size}});
   write_score_plot(out / "plot.png", rows, benchmark.plot_metric(), benchmark.plot_title());
   print_score_table(rows, benchmark.table_columns());
+  log_info("generated ", generated, " ", benchmark.unit_name(), " in ", generation_seconds,
+           " s (", rate, " per s, batch size ", s.batch_size, ", model load and set-up aside)");
   log_info("wrote ", (out / "scores.json").string());
   return 0;
 }

@@ -24,6 +24,7 @@ Install kvpress outside the project's venv (it needs transformers < 5.3):
 import argparse
 import json
 import math
+import os
 import sys
 import time
 import types
@@ -191,6 +192,16 @@ def main():
               f"{100 * c['retain'] / n:>10.1f} {c['same']:>7}/{n:<4}")
     print(f"kvpress {kvpress.__version__ if hasattr(kvpress, '__version__') else ''}: "
           f"{len(rows)} answers in {elapsed:.1f} s (model loaded before)")
+    # The same-run ratio: retain's scores.json says how long its sweep generated (model load and
+    # set-up aside, like the time above); run it with the same --policy list for like with like.
+    scores_file = os.path.join(os.path.dirname(os.path.abspath(args.retain)), "scores.json")
+    run = json.load(open(scores_file)).get("run") if os.path.exists(scores_file) else None
+    if run and run.get("generation_seconds", 0) > 0:
+        ours = run["generated"] / run["generation_seconds"]
+        theirs = len(rows) / elapsed
+        print(f"retain: {run['generated']} answers in {run['generation_seconds']:.1f} s (batch "
+              f"size {run['batch_size']}): {ours:.1f}/s; kvpress: {theirs:.1f}/s; retain / kvpress "
+              f"= {ours / theirs:.2f}x")
     full = [c for (p, _), c in cells.items() if p.split(":")[0] == "full"]
     if full and any(c["same"] != c["n"] for c in full):
         sys.exit("the full cache differs between kvpress and retain: the inputs do not match")
