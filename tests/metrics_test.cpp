@@ -242,7 +242,10 @@ TEST(LongBench, RunsTheOfficialLayoutWithPoliciesAndResumes) {
   EXPECT_EQ(n, 2 * 4);
   EXPECT_TRUE(fs::exists(dir / "run" / "plot.png"));
   ASSERT_EQ(run_longbench_eval(o), 0);  // resumed: nothing new to run, same scores
-  EXPECT_EQ(read_json_file(dir / "run" / "scores.json"), scores);
+  const Json resumed = read_json_file(dir / "run" / "scores.json");
+  EXPECT_EQ(resumed["results"], scores["results"]);
+  EXPECT_EQ(scores["run"]["generated"], 8);  // what each run generated itself
+  EXPECT_EQ(resumed["run"]["generated"], 0);
 
   // --protect-question: the template's part after {context} is found in every prompt (the long
   // record's survives middle truncation) and protected from its first token on.
