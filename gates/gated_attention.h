@@ -27,9 +27,19 @@ class GatedAttentionHook : public LayerHook {
   const std::vector<at::Tensor>& log_betas() const { return log_betas_; }
 
  private:
+  // Without gates the bias is zero: plain causal attention within each document, which the fused
+  // SDPA kernels compute (flash on CPU and CUDA) instead of the retention kernel or its blockwise
+  // reference. One document per row at positions 0..T-1: is_causal, no mask. Several documents
+  // (or padding) on the CPU with a mask of at most kDenseMaskLimit entries: a boolean
+  // block-diagonal causal mask. Otherwise the retention path with log beta 0.
+  at::Tensor plain_attention(const LayerTensors& t);
+  static constexpr int64_t kDenseMaskLimit = int64_t{1} << 28;
+
   const GateBank* gates_;
   at::Tensor segments_;
   std::vector<at::Tensor> log_betas_;
+  int single_document_rows_ = -1;  // -1 unknown, else whether every row is one whole document
+  at::Tensor document_mask_;       // (B, 1, T, T) for the packed case, built once
 };
 
 }  // namespace retain

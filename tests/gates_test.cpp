@@ -1,9 +1,11 @@
 // Retention gates, gated attention through the model's hook, and the losses.
 #include <ATen/core/grad_mode.h>
+#include <torch/csrc/autograd/autograd.h>
 
 #include "gates/gate_bank.h"
 #include "gates/gated_attention.h"
 #include "gates/losses.h"
+#include "kernels/retention_attention.h"
 #include "model/decoder.h"
 #include "test_util.h"
 
@@ -33,6 +35,36 @@ Packed packed_batch(int64_t vocab) {
   p.positions = pos;
   p.mask = seg >= 0;
   return p;
+}
+
+// Without gates the hook runs SDPA (is_causal for whole-document rows, a block-diagonal mask for
+// packed documents and padding) where the retention path with log beta 0 ran before: the same
+// outputs and the same gradients, GQA or not.
+TEST(Gates, PlainAttentionEqualsTheRetentionReferenceWithZeroBias) {
+  Packed packed = packed_batch(50);
+  auto whole = at::zeros({2, 24}, at::kLong);
+  auto arange = at::arange(24, at::kLong).expand({2, 24}).contiguous();
+  for (const int64_t group : {1, 4}) {
+    for (const bool is_packed : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "group " << group << (is_packed ? " packed" : " whole"));
+      const at::Tensor segments = is_packed ? packed.segments : whole;
+      const at::Tensor positions = is_packed ? packed.positions : arange;
+      auto q = at::randn({2, 2 * group, 24, 16}, at::kDouble).requires_grad_(true);
+      auto k = at::randn({2, 2, 24, 16}, at::kDouble).requires_grad_(true);
+      auto v = at::randn({2, 2, 24, 16}, at::kDouble).requires_grad_(true);
+      auto hidden = at::zeros({2, 24, 8}, at::kDouble);
+      GatedAttentionHook plain(nullptr, segments);
+      auto out = plain.attend({0, hidden, q, k, v, positions});
+      auto reference = retention_attention_reference(q, k, v, at::zeros({2, 2, 24}, at::kFloat),
+                                                     positions, segments);
+      EXPECT_LT((out - reference).abs().max().item<double>(), 1e-10);  // padding queries: 0
+      auto weights = at::randn_like(out);
+      auto grads = torch::autograd::grad({(out * weights).sum()}, {q, k, v});
+      auto reference_grads = torch::autograd::grad({(reference * weights).sum()}, {q, k, v});
+      for (size_t i = 0; i < 3; ++i)
+        EXPECT_LT((grads[i] - reference_grads[i]).abs().max().item<double>(), 1e-10) << i;
+    }
+  }
 }
 
 TEST(Gates, BetaOneReproducesTheBaseModel) {

@@ -11,10 +11,11 @@ directory, ids, gate architecture and initial gate weights (drawn in retain's or
 seed) as `retain bench train --model DIR`, so after the same number of steps both losses agree
 (printed) and the step time and peak memory can be put side by side.
 
-flex attention is compiled with torch.compile where that works (GPU); on the CPU the compiled
-flex kernel with a gradient-carrying score_mod fails in torch 2.11, so the script says so and
-runs flex attention uncompiled (it then materialises the T x T scores, as the official code's
-CPU path would). Model load and compilation are not timed.
+flex attention is compiled with torch.compile where that works (GPU). torch 2.11 has no flex
+attention backward on the CPU (compiled or not), so there the script says so and computes the
+same scores with SDPA and the bias as an explicit (B, H, T, T) mask (what flex's unfused path
+materialises too). Model load, compilation and the failed attempts are not timed (the first
+--warmup steps absorb them).
 
   python scripts/peers/train_step.py --retain build/retain --model runs/demo/model --seq 1024
 """
@@ -106,8 +107,13 @@ class Gates:
 
 def main():
     args = parse_args()
+    import warnings
+
     import torch
     import transformers
+
+    # flex attention warns that it runs unfused without torch.compile: the fallback is reported.
+    warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     from transformers import AttentionInterface, AutoModelForCausalLM
 
@@ -136,7 +142,7 @@ def main():
     hooks = [layer.self_attn.register_forward_pre_hook(capture, with_kwargs=True)
              for layer in model.model.layers]
     group = config.num_attention_heads // config.num_key_value_heads
-    state = {"flex": torch.compile(flex_attention, dynamic=False), "compiled": True}
+    state = {"flex": torch.compile(flex_attention, dynamic=False), "mode": "compiled"}
 
     def retention_attention(module, query, key, value, attention_mask, scaling=None, **kwargs):
         lb = log_betas[module.layer_idx]
@@ -147,15 +153,27 @@ def main():
         def run(fn):
             return fn(query, key, value, score_mod=score_mod, block_mask=block_mask,
                       scale=scaling, enable_gqa=True)
-        try:
-            out = run(state["flex"])
-        except Exception as e:  # noqa: BLE001: the compiled kernel's failure decides the fallback
-            if not state["compiled"]:
-                raise
-            print(f"torch.compile(flex_attention) failed on {args.device} "
-                  f"({type(e).__name__}); running flex attention uncompiled", file=sys.stderr)
-            state.update(flex=flex_attention, compiled=False)
-            out = run(flex_attention)
+
+        def dense():  # the same scores, the bias as an explicit (B, H, T, T) mask
+            i = torch.arange(T, device=query.device)
+            bias = (i[:, None] - i[None, :]).to(torch.float32) * \
+                lb.repeat_interleave(group, 1)[:, :, None, :]
+            bias = bias.masked_fill(i[:, None] < i[None, :], float("-inf")).to(query.dtype)
+            return torch.nn.functional.scaled_dot_product_attention(
+                query, key, value, attn_mask=bias, scale=scaling, enable_gqa=True)
+
+        while True:
+            try:
+                out = dense() if state["mode"] == "dense" else run(state["flex"])
+                break
+            except Exception as e:  # noqa: BLE001: a failing kernel decides the fallback
+                fallback = {"compiled": "uncompiled", "uncompiled": "dense"}.get(state["mode"])
+                if fallback is None:
+                    raise
+                print(f"flex attention ({state['mode']}) failed on {args.device}: "
+                      f"{type(e).__name__}: {str(e).splitlines()[0][:160]}; trying {fallback}",
+                      file=sys.stderr)
+                state.update(flex=flex_attention, mode=fallback)
         return out.transpose(1, 2).contiguous(), None
 
     AttentionInterface.register("retention_flex", retention_attention)
@@ -194,7 +212,7 @@ def main():
         t5 = time.perf_counter()
         times.update(teacher_forward=t1 - t0, student_forward=t2 - t1, losses=t3 - t2,
                      backward=t4 - t3, optimizer=t5 - t4, step=t5 - t0)
-        return float(loss), times
+        return loss.item(), times
 
     steps = []
     loss = math.nan
@@ -216,7 +234,7 @@ def main():
                                             "loss", "time_ms")},
            "python": {"tokens_per_s": peer_rate, "step_ms": median("step") * 1e3,
                       "peak_memory_bytes": peer_peak, "loss": loss,
-                      "flex_attention": "compiled" if state["compiled"] else "uncompiled",
+                      "attention": state["mode"],
                       "time_ms": {k: median(k) * 1e3 for k in
                                   ("teacher_forward", "student_forward", "losses", "backward",
                                    "optimizer")}},
@@ -231,8 +249,9 @@ def main():
     print(f"{'retain (checkpointing ' + args.checkpointing + ')':<34} "
           f"{ours['tokens_per_s']:>10.1f} {ours['step_ms']:>10.1f} "
           f"{ours['peak_memory_bytes'] / 1e9:>11.2f} GB {ours['loss']:>12.6f}")
-    flex = "flex, compiled" if state["compiled"] else "flex, uncompiled"
-    print(f"{'python step (' + flex + ')':<34} {peer_rate:>10.1f} {median('step') * 1e3:>10.1f} "
+    kind = {"compiled": "flex, compiled", "uncompiled": "flex, uncompiled",
+            "dense": "SDPA + dense bias"}[state["mode"]]
+    print(f"{'python step (' + kind + ')':<34} {peer_rate:>10.1f} {median('step') * 1e3:>10.1f} "
           f"{peer_peak / 1e9:>11.2f} GB {loss:>12.6f}")
     print(f"retain / python: {row['speed_ratio']:.2f}x tokens/s, {row['memory_ratio']:.2f}x peak "
           f"memory; loss after {args.warmup + args.iters} steps differs by "
