@@ -170,9 +170,9 @@ KvEntries BudgetedKvCache::append(int64_t layer, const at::Tensor& keys, const a
   const int64_t largest_budget = *std::max_element(budgets_.begin(), budgets_.end());
   RETAIN_CHECK(n <= capacity_ - largest_budget - spec_.buffer, "BudgetedKvCache: a step of ", n,
                " tokens exceeds the prefill chunk the cache was sized for");
-  // Every head gains n entries, so the longest head after the append is known from one read
-  // (none in static decode, whose shapes are the buffers' and where end_static_step made room).
-  int64_t longest = static_ ? l.keys.size(2) : l.length.max().item<int64_t>() + n;
+  // Every head gains n entries, so the longest head after the append is known on the host (static
+  // decode returns the whole buffers, where end_static_step made room).
+  int64_t longest = static_ ? l.keys.size(2) : l.longest + n;
   if (!static_ && longest > l.keys.size(2)) grow(l, std::max(longest, 2 * l.keys.size(2)));
   // Slot of each new entry: after the head's live entries.
   auto slots = l.length.unsqueeze(-1) + at::arange(n, l.length.options());  // (B, Hk, T)
@@ -181,6 +181,7 @@ KvEntries BudgetedKvCache::append(int64_t layer, const at::Tensor& keys, const a
   l.positions.scatter_(2, slots, positions.unsqueeze(1).expand({b, hk, n}).contiguous());
   l.stat.scatter_(2, slots, l.pending_stat.to(at::kFloat));
   l.length += n;
+  if (!static_) l.longest = longest;
   step_positions_ = positions;
 
   if (n > 1 && !final_step_) generating_ = false;  // a new prompt's chunk: not generating
@@ -207,7 +208,7 @@ KvEntries BudgetedKvCache::append(int64_t layer, const at::Tensor& keys, const a
   // The prompt's last token reads at most budget + 1 entries per head, its own included.
   if (final_step_ && !spec_.global()) {
     evict_layer(layer, budget_rows_ + n, budget_rows_ + n);
-    longest = l.length.max().item<int64_t>();
+    longest = l.longest;
   }
 
   if (generating_) {
@@ -288,6 +289,7 @@ void BudgetedKvCache::compact(Layer& l, const at::Tensor& keep) {
   // In place: a captured decode step reads the lengths through this tensor.
   l.length.copy_(compact_cache(l.keys.narrow(2, 0, s), l.values.narrow(2, 0, s),
                                l.positions.narrow(2, 0, s), l.stat.narrow(2, 0, s), keep));
+  l.longest = l.length.max().item<int64_t>();
 }
 
 at::Tensor BudgetedKvCache::attend(int64_t layer, const at::Tensor& q,
@@ -494,6 +496,7 @@ bool BudgetedKvCache::ensure_room() {
 
 bool BudgetedKvCache::end_static_step() {
   RETAIN_CHECK(static_, "BudgetedKvCache: end_static_step outside static decode");
+  ++static_step_count_;  // steps whose padding (a finished row's) waits for the next eviction
   const int64_t hk = model_.num_kv_heads, nl = model_.num_layers;
   auto budget_of = [&](size_t r) { return budgets_.size() == 1 ? budgets_[0] : budgets_[r]; };
   // Every head of every row gained one entry (finished rows one at position -1, which the next
@@ -521,14 +524,20 @@ void BudgetedKvCache::end_static_decode() {
   if (!static_) return;
   static_ = false;
   evict_now();
+  for (auto& l : layers_)  // the static steps grew the lengths on the device only
+    if (l.keys.defined()) l.longest = l.length.max().item<int64_t>();
 }
 
 void BudgetedKvCache::evict_now() {
   // Padding (position -1: a batched prompt's left padding, a finished row's steps) was stored
   // like a token; drop it before anything counts it, so a padded row evicts exactly as it would
-  // alone and the peak counts tokens only.
+  // alone and the peak counts tokens only. One read says whether the steps since the last
+  // eviction had any (static decode stores several steps before evicting).
+  const bool padded = !step_positions_.defined() || static_step_count_ > 0 ||
+                      step_positions_.lt(0).any().item<bool>();
+  static_step_count_ = 0;
   for (auto& l : layers_) {
-    if (!l.keys.defined()) continue;
+    if (!padded || !l.keys.defined()) continue;
     const int64_t s = l.length.max().item<int64_t>();
     auto slot = at::arange(s, l.length.options()).view({1, 1, s});
     auto live = l.positions.narrow(2, 0, s) >= 0;
@@ -536,14 +545,18 @@ void BudgetedKvCache::evict_now() {
     if (counted.logical_and(live.logical_not()).any().item<bool>())
       compact(l, live.logical_and(counted));
   }
-  // Before eviction: the real peak, of the batch and of each row.
-  const std::vector<int64_t> entries = row_entries();
-  int64_t total = 0;
-  for (size_t r = 0; r < entries.size(); ++r) {
-    total += entries[r];
-    row_peaks_[r] = std::max(row_peaks_[r], entries[r] * bytes_per_entry());
+  // Before eviction: the real peak, of the batch and of each row. Keep mode evicts nothing after
+  // the context, so the entries only grow and the peak is what the cache holds when asked
+  // (peak_bytes / row_bytes take the live count then).
+  if (!frozen_) {
+    const std::vector<int64_t> entries = row_entries();
+    int64_t total = 0;
+    for (size_t r = 0; r < entries.size(); ++r) {
+      total += entries[r];
+      row_peaks_[r] = std::max(row_peaks_[r], entries[r] * bytes_per_entry());
+    }
+    peak_bytes_ = std::max(peak_bytes_, total * bytes_per_entry());
   }
-  peak_bytes_ = std::max(peak_bytes_, total * bytes_per_entry());
   if (!frozen_) {  // keep mode: nothing is evicted after the context
     if (policy().threshold() > 0) evict_below_threshold();
     if (spec_.global())

@@ -97,6 +97,9 @@ class BudgetedKvCache : public KvCache {
     at::Tensor positions;     // (B, Hk, C) int64, -1 = empty
     at::Tensor stat;       // (B, Hk, C) fp32: log beta | accumulated attention | key norm | random
     at::Tensor length;     // (B, Hk) int64
+    // length.max() on the host, kept by eager steps (each adds T to every head) and re-read after
+    // each compaction and after static decode, so an eager step reads nothing from the device.
+    int64_t longest = 0;
     at::Tensor pending_q;  // this step's queries (policies that take votes)
     // Votes::kObservationWindow: the policy's last `voters()` queries seen and their positions,
     // whatever the chunks were: the observation window they vote with.
@@ -173,6 +176,7 @@ class BudgetedKvCache : public KvCache {
   bool frozen_ = false;      // compress_context ran: no policy eviction from then on
   bool final_step_ = false;  // the running step's last token generates (begin_generating_step)
   bool generating_ = false;  // steps record what their queries read (until a new prompt chunk)
+  int64_t static_step_count_ = 0;  // static steps since the last eviction
   // (B,) int64 on the device: per sequence the most entries one generating query read in one
   // head, in all layers and heads, and the running step's total.
   at::Tensor attended_max_, attended_total_max_, step_total_;

@@ -18,6 +18,19 @@ at::Tensor visibility(const at::Tensor& q_positions, const at::Tensor& k_positio
   return visible;
 }
 
+// Whether every row's keys sit at exactly its query positions p, p + 1, ..., p + T - 1 (p >= 0):
+// then "key j visible to query i" is j <= i. One device read.
+bool is_plain_causal(const at::Tensor& q_positions, const at::Tensor& k_positions) {
+  const int64_t t = q_positions.size(1);
+  auto q_pos = q_positions.unsqueeze(1);  // (B, 1, T)
+  auto ok = k_positions.eq(q_pos).all().logical_and(q_pos.select(2, 0).ge(0).all());
+  if (t > 1) {
+    auto steps = q_positions.narrow(1, 1, t - 1) - q_positions.narrow(1, 0, t - 1);
+    ok = ok.logical_and(steps.eq(1).all());
+  }
+  return ok.item<bool>();
+}
+
 }  // namespace
 
 at::Tensor attention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
@@ -39,11 +52,6 @@ at::Tensor attention_fused(const at::Tensor& q, const at::Tensor& keys, const at
   RETAIN_CHECK(h % hk == 0, "attention: ", h, " query heads are not a multiple of ", hk,
                " KV heads");
   const int64_t g = h / hk;
-  auto visible = visibility(q_positions, k_positions, b, t, window);
-  // A padding query sees nothing: let it see everything (uniform weights, as the eager path
-  // gives), since a fully masked row would be NaN and NaN values poison later products.
-  visible = visible.logical_or(visible.any(-1, /*keepdim=*/true).logical_not());
-  if (g > 1 && visible.size(1) > 1) visible = visible.repeat_interleave(g, 1);
   // GQA: the CPU flash kernel reads the shared K/V heads itself (enable_gqa; copying them G times
   // cost a tenth of a 2k-token CPU prefill). On CUDA a masked product runs the memory-efficient
   // kernel, which takes no enable_gqa (it would fall back to the math path): K/V are repeated.
@@ -53,6 +61,18 @@ at::Tensor attention_fused(const at::Tensor& q, const at::Tensor& keys, const at
     k = keys.repeat_interleave(g, 1);
     v = values.repeat_interleave(g, 1);
   }
+  if (keys.size(2) == t && window == 0 && is_plain_causal(q_positions, k_positions)) {
+    // The queries are the keys, in order, no padding (a prompt's first chunk into an empty
+    // cache): causal attention without a mask, which the flash kernels compute with half the
+    // blocks (a mask makes them visit every block).
+    return at::scaled_dot_product_attention(q, k, v, {}, /*dropout_p=*/0.0, /*is_causal=*/true,
+                                            scale, /*enable_gqa=*/g > 1 && !repeat);
+  }
+  auto visible = visibility(q_positions, k_positions, b, t, window);
+  // A padding query sees nothing: let it see everything (uniform weights, as the eager path
+  // gives), since a fully masked row would be NaN and NaN values poison later products.
+  visible = visible.logical_or(visible.any(-1, /*keepdim=*/true).logical_not());
+  if (g > 1 && visible.size(1) > 1) visible = visible.repeat_interleave(g, 1);
   return at::scaled_dot_product_attention(q, k, v, visible, /*dropout_p=*/0.0,
                                           /*is_causal=*/false, scale,
                                           /*enable_gqa=*/g > 1 && !repeat);
