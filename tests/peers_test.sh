@@ -28,6 +28,19 @@ for r in rows:
         assert r[k] > 0, (r["peer"], k, r[k])
 PY
 
+# The official-style gate step computes what retain's bench train computes: same ids, same initial
+# gates, same losses, so after the same steps both losses agree.
+"$python" "$src/scripts/peers/train_step.py" --retain "$retain" --model model --seq 48 \
+  --gate-width 16 --memory 8 --iters 1 --warmup 1 --threads 1 --json train.json > train.txt ||
+  fail "train_step.py"
+cat train.txt
+"$python" - <<'PY' || fail "train.json"
+import json
+row = json.load(open("train.json"))["row"]
+assert abs(row["retain"]["loss"] - row["python"]["loss"]) < 1e-4, row
+assert row["speed_ratio"] > 0 and row["memory_ratio"] > 0, row
+PY
+
 # Bad input: an unknown peer and a budget outside the prompt are refused with the reason.
 if "$python" "$src/scripts/peers/bench_decode.py" --retain "$retain" --model model --peers vllm \
   2> err.txt; then fail "unknown peer accepted"; fi

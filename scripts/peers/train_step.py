@@ -12,10 +12,10 @@ seed) as `retain bench train --model DIR`, so after the same number of steps bot
 (printed) and the step time and peak memory can be put side by side.
 
 flex attention is compiled with torch.compile where that works (GPU). torch 2.11 has no flex
-attention backward on the CPU (compiled or not), so there the script says so and computes the
-same scores with SDPA and the bias as an explicit (B, H, T, T) mask (what flex's unfused path
-materialises too). Model load, compilation and the failed attempts are not timed (the first
---warmup steps absorb them).
+attention backward on the CPU (compiled or not), so there the script computes the same scores
+with SDPA and the bias as an explicit (B, H, T, T) mask (what flex's unfused path materialises
+too); on a GPU, if compiling fails, it says so and falls back to uncompiled flex, then to that.
+Model load and compilation are not timed (the first --warmup steps absorb them).
 
   python scripts/peers/train_step.py --retain build/retain --model runs/demo/model --seq 1024
 """
@@ -142,7 +142,9 @@ def main():
     hooks = [layer.self_attn.register_forward_pre_hook(capture, with_kwargs=True)
              for layer in model.model.layers]
     group = config.num_attention_heads // config.num_key_value_heads
-    state = {"flex": torch.compile(flex_attention, dynamic=False), "mode": "compiled"}
+    # torch 2.11 has no flex attention backward on the CPU (compiled or not): dense from the start.
+    state = {"flex": torch.compile(flex_attention, dynamic=False),
+             "mode": "dense" if args.device == "cpu" else "compiled"}
 
     def retention_attention(module, query, key, value, attention_mask, scaling=None, **kwargs):
         lb = log_betas[module.layer_idx]
