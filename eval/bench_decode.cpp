@@ -97,9 +97,9 @@ int run_bench_decode_command(const BenchDecodeOptions& options) {
   auto gates = make_gates(policy, c, device, o.model.seed + 1);
 
   // Random prompt ids (seeded), every row of the batch the same length; or the file's.
-  std::vector<std::vector<int64_t>> prompts =
-      o.prompts_file.empty() ? random_prompts(o, c.vocab_size)
-                             : read_prompts_file(o.prompts_file, c.vocab_size);
+  std::vector<std::vector<int64_t>> prompts = o.prompts_file.empty()
+                                                  ? random_prompts(o, c.vocab_size)
+                                                  : read_prompts_file(o.prompts_file, c.vocab_size);
   o.batch = static_cast<int64_t>(prompts.size());
   o.context = static_cast<int64_t>(prompts.front().size());
   const int64_t chunk = o.chunk > 0 ? o.chunk : o.context;

@@ -25,7 +25,7 @@ struct BenchDecodeOptions {
   // A JSON array of prompts (token id arrays of one length) instead of random ones: sets batch
   // and context. The peers' driver (scripts/peers/bench_decode.py) times the same ids.
   std::string prompts_file;
-  bool json = false;                // one JSON object instead of the table
+  bool json = false;  // one JSON object instead of the table
 };
 
 // Returns 0; throws retain::Error on bad options.

@@ -275,8 +275,8 @@ at::Tensor BudgetedKvCache::scores(int64_t layer) const {
     // Row b's entries at positions >= protect[b] (when >= 0) are never evicted.
     std::vector<int64_t> from = protect_;
     if (from.size() == 1) from.assign(static_cast<size_t>(pos.size(0)), protect_.front());
-    RETAIN_CHECK(static_cast<int64_t>(from.size()) == pos.size(0), "BudgetedKvCache: ",
-                 from.size(), " protected positions for a batch of ", pos.size(0));
+    RETAIN_CHECK(static_cast<int64_t>(from.size()) == pos.size(0), "BudgetedKvCache: ", from.size(),
+                 " protected positions for a batch of ", pos.size(0));
     auto first = per_row(at::tensor(from, at::kLong).to(pos.device()), 3);
     score = score.masked_fill((first >= 0).logical_and(pos >= first), kInf);
   }

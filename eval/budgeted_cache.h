@@ -95,8 +95,8 @@ class BudgetedKvCache : public KvCache {
   struct Layer {
     at::Tensor keys, values;  // (B, Hk, C, D)
     at::Tensor positions;     // (B, Hk, C) int64, -1 = empty
-    at::Tensor stat;       // (B, Hk, C) fp32: log beta | accumulated attention | key norm | random
-    at::Tensor length;     // (B, Hk) int64
+    at::Tensor stat;    // (B, Hk, C) fp32: log beta | accumulated attention | key norm | random
+    at::Tensor length;  // (B, Hk) int64
     // length.max() on the host, kept by eager steps (each adds T to every head) and re-read after
     // each compaction and after static decode, so an eager step reads nothing from the device.
     int64_t longest = 0;

@@ -28,8 +28,8 @@ at::Tensor GatedAttentionHook::plain_attention(const LayerTensors& t) {
       // Key j is visible to query i in the same document, j <= i; a padding query (segment -1)
       // sees itself only (its output is unused; a fully masked row would be NaN).
       auto index = at::arange(n, segments.options());
-      auto same = segments.unsqueeze(2).eq(segments.unsqueeze(1)).logical_and(
-          segments.unsqueeze(2).ge(0));
+      auto same =
+          segments.unsqueeze(2).eq(segments.unsqueeze(1)).logical_and(segments.unsqueeze(2).ge(0));
       auto visible = same.logical_and(index.view({1, n, 1}).ge(index.view({1, 1, n})));
       visible.logical_or_(at::eye(n, visible.options()).unsqueeze(0));
       document_mask_ = visible.unsqueeze(1);  // (B, 1, T, T)

@@ -50,7 +50,9 @@ PaddedRows left_pad(const std::vector<std::vector<int64_t>>& rows,
     const auto n = static_cast<int64_t>(rows[r].size());
     if (n == 0) continue;
     out.ids[r].narrow(0, longest - n, n).copy_(at::tensor(rows[r], at::kLong));
-    out.positions[r].narrow(0, longest - n, n).copy_(at::arange(starts[r], starts[r] + n, at::kLong));
+    out.positions[r]
+        .narrow(0, longest - n, n)
+        .copy_(at::arange(starts[r], starts[r] + n, at::kLong));
   }
   return out;
 }

@@ -60,8 +60,8 @@ GenerationResult generate(const Decoder& model, const std::vector<int64_t>& prom
 // mixes examples with different answer lengths, stop ids and, after a compressed context, first
 // positions).
 struct RowOptions {
-  int64_t start_position = 0;          // the row's first prompt token's position
-  int64_t max_new_tokens = -1;         // -1: the options' max_new_tokens
+  int64_t start_position = 0;           // the row's first prompt token's position
+  int64_t max_new_tokens = -1;          // -1: the options' max_new_tokens
   std::vector<int64_t> extra_stop_ids;  // stop ids added to the options' for this row
 };
 

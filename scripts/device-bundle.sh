@@ -58,6 +58,9 @@ check() {
     done < "$BUNDLE/runtime-packages.txt"
   fi
   [ -s "$BUNDLE/src/$PCRE2_TARBALL" ] || { echo "missing: $BUNDLE/src/$PCRE2_TARBALL"; ok=0; }
+  # The peers (kvpress and the transformers it pins), as scripts/peers/install-kvpress.sh lists them.
+  [ -f "$BUNDLE/wheels-kvpress/.retain-stamp" ] ||
+    { echo "missing: $BUNDLE/wheels-kvpress (the peers' wheels)"; ok=0; }
   for w in "${WHEELS[@]}"; do
     local name="${w%%==*}" version="${w##*==}"
     ls "$BUNDLE/wheels/${name}-${version}-"*.whl >/dev/null 2>&1 ||
@@ -105,4 +108,5 @@ for w in "${WHEELS[@]}"; do
     --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
     --platform manylinux2014_x86_64 -d "$BUNDLE/wheels" "$w"
 done
+RETAIN_PYTHON="$PYTHON" bash scripts/peers/install-kvpress.sh --download "$BUNDLE/wheels-kvpress"
 check

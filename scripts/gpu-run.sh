@@ -3,7 +3,8 @@
 # network): unpack the bundle made here by scripts/device-bundle.sh, configure against the
 # machine's own torch, build with every core, then verify and measure:
 #   1. every *_CUDA test, then compute-sanitizer (memcheck, racecheck) on the kernel tests;
-#   2. `retain env`, `bench kernels`, `bench decode` (TrimKV's setting) and `bench train`;
+#   2. `retain env`, `bench kernels`, `bench decode` (TrimKV's setting) and `bench train`; the
+#      peers side by side (step `peers`, not in the default list: ~5 min, scripts/peers/);
 #   3. the command line on CUDA: gate training in fp32 and bf16, export, generate under every policy;
 #   4. the whole ctest suite (CPU and GPU tests) on that machine.
 # Logs and one summary (summary.md) go to $OUT (the device tool brings that folder back) or to
@@ -11,7 +12,7 @@
 #
 #   scripts/gpu-run.sh               # everything
 #   scripts/gpu-run.sh --dry-run     # check the bundle and the tools this script needs, run nothing
-#   STEPS="build cuda" scripts/gpu-run.sh   # a subset of: build cuda bench smoke sanitize suite
+#   STEPS="build cuda" scripts/gpu-run.sh   # a subset of: build cuda bench peers smoke sanitize suite
 #   CUDA_TESTS="FusedOps" SANITIZE_FILTER="FusedOps*" ...  # narrower cuda / sanitize steps
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -132,6 +133,25 @@ bench() {
   done
   return $ok
 }
+# retain beside the peers on the GPU (docs/peers.md): HF transformers generate and kvpress SnapKV
+# on the qwen3-4b shapes (random weights written once), and the official-style gate step. The
+# decode peers run at 8k prompts and 256 new tokens, one run each: HF's full-cache generate at
+# the paper's 32k x 1024 would take most of a device call by itself.
+peers() {
+  local ok=0 model=/tmp/retain-peers-qwen3-4b kv=/tmp/retain-kvpress
+  RETAIN_PYTHON="$PYTHON" bash scripts/peers/install-kvpress.sh --wheels "$BUNDLE/wheels-kvpress" \
+    "$kv" || return 1
+  [ -f "$model/config.json" ] ||
+    "$BUILD/retain" init-model --preset qwen3-4b --seed 0 --out "$model" --force || return 1
+  PYTHONPATH="$kv:$PYTHONPATH" timeout "${PEERS_TIMEOUT:-300}" "$PYTHON" \
+    scripts/peers/bench_decode.py --retain "$BUILD/retain" --model "$model" --device cuda \
+    --dtype bf16 --batch 4 --context 8192 --new-tokens 256 --budget 1024 --repeat 1 \
+    --peers hf,snapkv --json "$OUT/peers_decode.json" || ok=1
+  timeout "${PEERS_TIMEOUT:-300}" "$PYTHON" scripts/peers/train_step.py --retain "$BUILD/retain" \
+    --model "$model" --device cuda --dtype bf16 --seq 8192 --memory 1024 --iters 3 --warmup 1 \
+    --json "$OUT/peers_train.json" || ok=1
+  return $ok
+}
 # bench.jsonl as markdown tables (python3 is the machine's torch Python).
 bench_tables() {
   [ -s "$OUT/bench.jsonl" ] || return 0
@@ -186,9 +206,10 @@ for step in $STEPS; do
     cuda) run_step "ctest -R _CUDA" cuda.log cuda_tests ;;
     sanitize) run_step "compute-sanitizer" sanitize.log sanitize ;;
     bench) run_step "benchmarks" bench.log bench ;;
+    peers) run_step "peers side by side (HF, kvpress, Python gate step)" peers.log peers ;;
     smoke) run_step "CLI on CUDA (train, export, generate)" smoke.log smoke ;;
     suite) run_step "ctest (all but _CUDA)" suite.log suite ;;
-    *) echo "unknown step '$step' (expected build cuda bench smoke sanitize suite)"; exit 2 ;;
+    *) echo "unknown step '$step' (expected build cuda bench peers smoke sanitize suite)"; exit 2 ;;
   esac
   if [ "$step" = build ] && [ ! -x "$BUILD/retain" ]; then
     echo "build failed; see build.log"; tail -40 "$OUT/build.log"; break

@@ -7,10 +7,10 @@
 #include <map>
 #include <set>
 
+#include "checkpoints/gate_file.h"
 #include "core/json.h"
 #include "core/safetensors.h"
 #include "data/synthetic.h"
-#include "checkpoints/gate_file.h"
 #include "eval/benchmarks/dialogue.h"
 #include "eval/benchmarks/synthetic.h"
 #include "eval/budgeted_cache.h"
@@ -251,10 +251,10 @@ TEST(Synthetic, BatchedSweepPredictsWhatEachExampleAloneDoes) {
     o.question_mode = mode == "keep" ? "keep" : "evict";
     o.protect_question = mode == "protect";
     // Every policy evicting; the two question modes on the policies they change most.
-    o.policies = mode == "evict" ? every_policy
-                                 : std::vector<std::string>{"full", "h2o:buffer=3",
-                                                            "snapkv:buffer=3", "dbtrimkv:buffer=3",
-                                                            "streaming:buffer=3"};
+    o.policies = mode == "evict"
+                     ? every_policy
+                     : std::vector<std::string>{"full", "h2o:buffer=3", "snapkv:buffer=3",
+                                                "dbtrimkv:buffer=3", "streaming:buffer=3"};
     std::map<std::string, std::string> runs[2];
     for (int b : {0, 1}) {
       o.batch_size = b == 0 ? 1 : 5;

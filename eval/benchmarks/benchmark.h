@@ -96,9 +96,8 @@ class Benchmark {
   // (`fields`: generation_fields of its row). run_sweep batches these and adds the cell's policy
   // and budget to the record.
   virtual GenerationRequest request(size_t unit, const UnitContext& context) const;
-  virtual Json record(size_t unit, const GenerationRequest& request,
-                      const GenerationResult& result, Json fields,
-                      const UnitContext& context) const;
+  virtual Json record(size_t unit, const GenerationRequest& request, const GenerationResult& result,
+                      Json fields, const UnitContext& context) const;
   // A unit of several dependent generations (a conversation) runs whole, one at a time: such a
   // benchmark overrides run() and says single_generation() false.
   virtual bool single_generation() const { return true; }

@@ -224,7 +224,8 @@ class LongBench final : public Benchmark {
 
 int run_longbench_eval(const LongBenchOptions& o) {
   LongBench benchmark(o);
-  return run_sweep(benchmark, {o.model, o.policies, o.budgets, o.gates, o.chunk, o.batch_size, o.out});
+  return run_sweep(benchmark,
+                   {o.model, o.policies, o.budgets, o.gates, o.chunk, o.batch_size, o.out});
 }
 
 }  // namespace retain

@@ -171,7 +171,8 @@ class LongBenchV2 final : public Benchmark {
 
 int run_longbench_v2_eval(const LongBenchV2Options& o) {
   LongBenchV2 benchmark(o);
-  return run_sweep(benchmark, {o.model, o.policies, o.budgets, o.gates, o.chunk, o.batch_size, o.out});
+  return run_sweep(benchmark,
+                   {o.model, o.policies, o.budgets, o.gates, o.chunk, o.batch_size, o.out});
 }
 
 }  // namespace retain

@@ -29,22 +29,22 @@ SamplingOptions UnitContext::sampling(int64_t max_new_tokens) const {
 
 Json generation_fields(const GenerationResult& r, const KvCache::RowBytes& bytes,
                        const BatchRates& batch) {
-  return {{"prompt_tokens", r.prompt_tokens},
-          {"peak_kv_bytes", bytes.peak},
-          // The most entries one generating query read in a KV head, and in all of them.
-          {"max_attended_entries", r.max_attended_entries},
-          {"max_attended_total", r.max_attended_total},
-          // After the last step: with buffer 0 an evicting cache is back at its budget.
-          {"live_kv_bytes", bytes.live},
-          {"budget_kv_bytes", bytes.budget},
-          // The batch's rates (its rows were read and decoded together).
-          {"batch_size", batch.size},
-          {"prefill_tokens_per_s", r.prefill_seconds > 0 ? static_cast<double>(batch.prompt_tokens) /
-                                                               r.prefill_seconds
-                                                         : 0.0},
-          {"decode_tokens_per_s", r.decode_seconds > 0 && batch.new_tokens > 0
-                                      ? static_cast<double>(batch.new_tokens) / r.decode_seconds
-                                      : 0.0}};
+  return {
+      {"prompt_tokens", r.prompt_tokens},
+      {"peak_kv_bytes", bytes.peak},
+      // The most entries one generating query read in a KV head, and in all of them.
+      {"max_attended_entries", r.max_attended_entries},
+      {"max_attended_total", r.max_attended_total},
+      // After the last step: with buffer 0 an evicting cache is back at its budget.
+      {"live_kv_bytes", bytes.live},
+      {"budget_kv_bytes", bytes.budget},
+      // The batch's rates (its rows were read and decoded together).
+      {"batch_size", batch.size},
+      {"prefill_tokens_per_s",
+       r.prefill_seconds > 0 ? static_cast<double>(batch.prompt_tokens) / r.prefill_seconds : 0.0},
+      {"decode_tokens_per_s", r.decode_seconds > 0 && batch.new_tokens > 0
+                                  ? static_cast<double>(batch.new_tokens) / r.decode_seconds
+                                  : 0.0}};
 }
 
 GenerationRequest Benchmark::request(size_t /*unit*/, const UnitContext& /*context*/) const {
@@ -126,8 +126,9 @@ std::vector<Json> run_generations(const Benchmark& benchmark, const std::vector<
     requests.push_back(benchmark.request(unit, c));
     RETAIN_CHECK(!requests.back().prompt.empty(), "eval ", benchmark.name(), ": unit ", unit,
                  " has no prompt");
-    RETAIN_CHECK(requests.back().context_tokens < static_cast<int64_t>(requests.back().prompt.size()),
-                 "eval ", benchmark.name(), ": unit ", unit, "'s context is its whole prompt");
+    RETAIN_CHECK(
+        requests.back().context_tokens < static_cast<int64_t>(requests.back().prompt.size()),
+        "eval ", benchmark.name(), ": unit ", unit, "'s context is its whole prompt");
   }
   // Rows that compress a context first and rows that do not are generated as two batches.
   std::vector<Json> records(units.size());
@@ -233,8 +234,8 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
     rows.push_back({cell.policy, cell.budget, benchmark.aggregate(cell_records)});
   }
   bar.finish();
-  const double rate = generation_seconds > 0 ? static_cast<double>(generated) / generation_seconds
-                                             : 0.0;
+  const double rate =
+      generation_seconds > 0 ? static_cast<double>(generated) / generation_seconds : 0.0;
   write_scores(out, benchmark.name(), rows,
                {{"generated", generated},
                 {"generation_seconds", generation_seconds},
@@ -242,8 +243,8 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
                 {"batch_size", s.batch_size}});
   write_score_plot(out / "plot.png", rows, benchmark.plot_metric(), benchmark.plot_title());
   print_score_table(rows, benchmark.table_columns());
-  log_info("generated ", generated, " ", benchmark.unit_name(), " in ", generation_seconds,
-           " s (", rate, " per s, batch size ", s.batch_size, ", model load and set-up aside)");
+  log_info("generated ", generated, " ", benchmark.unit_name(), " in ", generation_seconds, " s (",
+           rate, " per s, batch size ", s.batch_size, ", model load and set-up aside)");
   log_info("wrote ", (out / "scores.json").string());
   return 0;
 }

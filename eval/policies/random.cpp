@@ -31,9 +31,9 @@ class RandomScores final : public EvictionPolicy {
     for (int64_t r = 0; r < b; ++r)
       for (int64_t h = 0; h < hk; ++h)
         for (int64_t i = 0; i < n; ++i) {
-          const uint64_t key = mix(mix(mix(seed_ ^ static_cast<uint64_t>(t.layer)) ^
-                                       static_cast<uint64_t>(h)) ^
-                                   static_cast<uint64_t>(pos[r * n + i]));
+          const uint64_t key =
+              mix(mix(mix(seed_ ^ static_cast<uint64_t>(t.layer)) ^ static_cast<uint64_t>(h)) ^
+                  static_cast<uint64_t>(pos[r * n + i]));
           score[(r * hk + h) * n + i] = static_cast<float>(key >> 40) * 0x1.0p-24f;  // [0, 1)
         }
     return out.to(t.k.device());
