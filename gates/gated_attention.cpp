@@ -36,11 +36,16 @@ at::Tensor GatedAttentionHook::plain_attention(const LayerTensors& t) {
     }
   }
   const double scale = 1.0 / std::sqrt(static_cast<double>(t.q.size(3)));
-  // GQA: the kernels read the shared heads themselves (enable_gqa), except CUDA's masked
-  // (memory-efficient) kernel, which takes no enable_gqa: there K/V are repeated.
-  if (single_document_rows_ == 1)
-    return at::scaled_dot_product_attention(t.q, t.k, t.v, {}, /*dropout_p=*/0.0,
-                                            /*is_causal=*/true, scale, /*enable_gqa=*/group > 1);
+  // GQA: the CPU kernels read the shared heads themselves (enable_gqa); on CUDA, where fp32 or a
+  // mask selects the memory-efficient kernel (no enable_gqa: it would fall back to the math path),
+  // K/V are repeated, as model/attention.cpp does.
+  if (single_document_rows_ == 1) {
+    const bool repeat = group > 1 && t.q.is_cuda();
+    return at::scaled_dot_product_attention(
+        t.q, repeat ? t.k.repeat_interleave(group, 1) : t.k,
+        repeat ? t.v.repeat_interleave(group, 1) : t.v, {}, /*dropout_p=*/0.0,
+        /*is_causal=*/true, scale, /*enable_gqa=*/group > 1 && !repeat);
+  }
   if (document_mask_.defined()) {
     auto out = at::scaled_dot_product_attention(t.q, t.k, t.v, document_mask_, /*dropout_p=*/0.0,
                                                 /*is_causal=*/false, scale,

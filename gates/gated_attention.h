@@ -33,7 +33,8 @@ class GatedAttentionHook : public LayerHook {
   // (or padding) on the CPU with a mask of at most kDenseMaskLimit entries: a boolean
   // block-diagonal causal mask. Otherwise the retention path with log beta 0.
   at::Tensor plain_attention(const LayerTensors& t);
-  static constexpr int64_t kDenseMaskLimit = int64_t{1} << 28;
+  // 64M entries: the boolean mask, and the float one SDPA makes of it (256 MB in fp32).
+  static constexpr int64_t kDenseMaskLimit = int64_t{1} << 26;
 
   const GateBank* gates_;
   at::Tensor segments_;
