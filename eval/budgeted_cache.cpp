@@ -147,7 +147,7 @@ void BudgetedKvCache::observe(const LayerTensors& t) {
   });
   const Votes votes = policy().votes();
   if (votes != Votes::kNone) l.pending_q = t.q;
-  if (votes == Votes::kObservationWindow && !static_) {
+  if (votes == Votes::kObservationWindow && !static_ && !frozen_) {
     // The observation window: the last `voters` queries seen, across chunk boundaries (the most
     // any group's policy takes). Decode steps never vote, so static decode leaves it alone.
     int64_t w = 0;
@@ -188,7 +188,8 @@ KvEntries BudgetedKvCache::append(int64_t layer, const at::Tensor& keys, const a
 
   // The votes (see Votes): accumulated every step, the latest query's every step, or the
   // observation window's at each prompt chunk and at the prompt's last token, never while decoding.
-  switch (policy().votes()) {
+  // Keep mode evicts nothing after the context: no vote counts any more.
+  switch (frozen_ ? Votes::kNone : policy().votes()) {
     case Votes::kNone:
       break;
     case Votes::kAccumulate:
@@ -209,19 +210,6 @@ KvEntries BudgetedKvCache::append(int64_t layer, const at::Tensor& keys, const a
   if (final_step_ && !spec_.global()) {
     evict_layer(layer, budget_rows_ + n, budget_rows_ + n);
     longest = l.longest;
-  }
-
-  if (generating_) {
-    // What this step's queries read: every live entry of their head (all are in their past).
-    // Rows whose query is padding (a finished row) read nothing that counts.
-    if (!attended_max_.defined() || attended_max_.size(0) != b) {
-      attended_max_ = at::zeros({b}, l.length.options());
-      attended_total_max_ = at::zeros_like(attended_max_);
-      step_total_ = at::zeros_like(attended_max_);
-    }
-    auto counts = l.length * positions.select(1, n - 1).ge(0).unsqueeze(1);  // (B, Hk)
-    attended_max_.copy_(at::maximum(attended_max_, std::get<0>(counts.max(1))));
-    step_total_.add_(counts.sum(1));
   }
 
   // Static decode returns every slot (its shape must not change between steps); the empty ones
@@ -411,8 +399,20 @@ void BudgetedKvCache::end_step() {
   else
     seen_ = row_max;
   if (generating_) {
-    attended_total_max_.copy_(at::maximum(attended_total_max_, step_total_));
-    step_total_.zero_();
+    // What this step's queries read: every live entry of their head (all are in their past; the
+    // prompt's last token after its cut), counted once for all layers. Rows whose query is
+    // padding (a finished row) read nothing that counts.
+    const int64_t b = step_positions_.size(0);
+    std::vector<at::Tensor> lengths;
+    for (const auto& l : layers_) lengths.push_back(l.length);
+    if (!attended_max_.defined() || attended_max_.size(0) != b) {
+      attended_max_ = at::zeros({b}, lengths.front().options());
+      attended_total_max_ = at::zeros_like(attended_max_);
+    }
+    auto running = step_positions_.select(1, step_positions_.size(1) - 1).ge(0);
+    auto counts = at::stack(lengths) * running.view({1, b, 1});  // (L, B, Hk)
+    attended_max_.copy_(at::maximum(attended_max_, counts.amax({0, 2})));
+    attended_total_max_.copy_(at::maximum(attended_total_max_, counts.sum(at::IntArrayRef{0, 2})));
   }
   final_step_ = false;
   if (!static_) evict_now();
@@ -621,8 +621,7 @@ std::unique_ptr<KvCache> BudgetedKvCache::clone() const {
     l.length = l.length.clone();
   }
   // Updated in place by the steps.
-  for (at::Tensor* t :
-       {&copy->seen_, &copy->attended_max_, &copy->attended_total_max_, &copy->step_total_})
+  for (at::Tensor* t : {&copy->seen_, &copy->attended_max_, &copy->attended_total_max_})
     if (t->defined()) *t = t->clone();
   return copy;
 }

@@ -178,8 +178,8 @@ class BudgetedKvCache : public KvCache {
   bool generating_ = false;  // steps record what their queries read (until a new prompt chunk)
   int64_t static_step_count_ = 0;  // static steps since the last eviction
   // (B,) int64 on the device: per sequence the most entries one generating query read in one
-  // head, in all layers and heads, and the running step's total.
-  at::Tensor attended_max_, attended_total_max_, step_total_;
+  // head, and in all layers and heads.
+  at::Tensor attended_max_, attended_total_max_;
   // Static decode: per layer and sequence an upper bound of the longest head, and per sequence
   // of the total over layers and heads.
   std::vector<std::vector<int64_t>> host_longest_;
