@@ -139,15 +139,20 @@ TEST(Synthetic, DocumentsMarkTheirAnswersAndTaskFilesRoundTrip) {
       "f.jsonl:4: turns[0]: expected a string field");
 }
 
-TEST(Synthetic, SweepWritesScoresAndResumes) {
-  testing::TempDir dir;
+// A random tiny llama with its SentencePiece tokenizer, in DIR/model.
+std::string make_tiny_llama(const testing::TempDir& dir) {
   InitModelOptions init;
   init.arch = "llama";
   init.preset = "tiny";
   init.out = (dir / "model").string();
   init_model(init);
+  return init.out;
+}
+
+TEST(Synthetic, SweepWritesScoresAndResumes) {
+  testing::TempDir dir;
   SyntheticEvalOptions o;
-  o.model.model_dir = init.out;
+  o.model.model_dir = make_tiny_llama(dir);
   o.policies = {"full", "streaming", "knorm"};
   o.budgets = {0.2, 40};
   o.count = 2;
@@ -202,12 +207,8 @@ TEST(Synthetic, SweepWritesScoresAndResumes) {
 // same KV bytes and the same most-entries-read, as one example at a time.
 TEST(Synthetic, BatchedSweepPredictsWhatEachExampleAloneDoes) {
   testing::TempDir dir;
-  InitModelOptions init;
-  init.arch = "llama";
-  init.preset = "tiny";
-  init.out = (dir / "model").string();
-  init_model(init);
-  const ModelConfig config = ModelConfig::load(dir / "model");
+  const std::string model_dir = make_tiny_llama(dir);
+  const ModelConfig config = ModelConfig::load(model_dir);
   GateConfig gate_config;
   gate_config.arch = "mlp2";
   gate_config.width = 8;
@@ -218,7 +219,7 @@ TEST(Synthetic, BatchedSweepPredictsWhatEachExampleAloneDoes) {
                   {gate_config, base_fingerprint(config), 0, "global", ""});
 
   SyntheticEvalOptions o;
-  o.model.model_dir = init.out;
+  o.model.model_dir = model_dir;
   o.gates = (dir / "gates.safetensors").string();
   o.policies = {"full"};
   for (const auto& r : policy_registry())
