@@ -106,7 +106,7 @@ class BudgetedKvCache : public KvCache {
     at::Tensor recent_q, recent_positions;
     at::Tensor pending_stat;  // this step's per-token statistic (B, Hk, T)
   };
-  // The policy is copied with the cache (clone()); the random policy's generator with it.
+  // Each group's policy is copied with the cache (clone()).
   struct PolicyHandle {
     std::unique_ptr<EvictionPolicy> policy;
     explicit PolicyHandle(std::unique_ptr<EvictionPolicy> p) : policy(std::move(p)) {}

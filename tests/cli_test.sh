@@ -121,6 +121,25 @@ PY
 done
 check bench-decode-table "$retain" bench decode --model "$model" --context 64 --budget 0.5 --batch 1 --new-tokens 4 --policy h2o
 grep -q "^roofline" "$work/out.txt" || { echo "FAIL bench decode table lacks the roofline line"; failures=$((failures + 1)); }
+# --prompts-file: the given ids set batch and context; the JSON carries the greedy tokens.
+echo '[[5, 6, 7, 8, 9, 10], [11, 12, 13, 14, 15, 16]]' > "$work/prompts.json"
+check bench-decode-prompts "$retain" bench decode --model "$model" --prompts-file "$work/prompts.json" \
+  --budget 4 --new-tokens 3 --policy h2o --json
+python3 - "$work/out.txt" <<'PY' || failures=$((failures + 1))
+import json, sys
+r = json.loads(open(sys.argv[1]).read())
+assert r["batch"] == 2 and r["context"] == 6 and len(r["tokens"]) == 2 and len(r["tokens"][0]) == 3, r
+print("ok   bench decode --prompts-file fields")
+PY
+echo '[[5, 6, 7], [8, 9]]' > "$work/ragged.json"
+check_error bench-decode-ragged "prompt 1 has 2 tokens, prompt 0 has 3" \
+  "$retain" bench decode --model "$model" --prompts-file "$work/ragged.json"
+echo '[[5, 99999]]' > "$work/oov.json"
+check_error bench-decode-oov "expected token ids in [0, " \
+  "$retain" bench decode --model "$model" --prompts-file "$work/oov.json"
+echo '{"a": 1}' > "$work/notlist.json"
+check_error bench-decode-notlist "expected a non-empty JSON array of prompts" \
+  "$retain" bench decode --model "$model" --prompts-file "$work/notlist.json"
 check_error bench-decode-context "--context: expected a number > 0, found '0'" "$retain" bench decode --preset tiny --arch qwen3 --context 0
 check_error bench-decode-policy "is not known" "$retain" bench decode --preset tiny --arch qwen3 --policy bogus
 check_error bench-decode-preset "needs --arch" "$retain" bench decode --preset tiny
