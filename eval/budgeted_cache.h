@@ -1,7 +1,7 @@
 // A KV cache with a real memory bound: per (layer, sequence, KV head) a variable number of live
 // entries in buffers of capacity budget + buffer + chunk, compacted in place when a policy evicts
 // (no full-length cache hidden behind a mask). Every entry carries its key, value, absolute
-// position and the policy's statistic (log beta, attention votes, key norm or a random draw). The
+// position and the policy's statistic (log beta, attention votes, key norm or a seeded random score). The
 // policy (eval/policies/) says what the statistic is and how entries score; the cache stores,
 // computes the attention votes a policy asks for, compacts and keeps the budget.
 //
@@ -55,7 +55,7 @@ class BudgetedKvCache : public KvCache {
   // Static decode (see KvCache): steps append into the fixed buffers and return every slot (empty
   // ones masked by position -1); eviction waits for end_static_step, which runs it exactly when
   // an eager step would have (a host-side count of each layer's longest head and of each
-  // sequence's total says when, without reading the device). Not for random (it draws on the
+  // sequence's total says when, without reading the device). Not for random (it hashes on the
   // host) or threshold eviction (data-dependent every step).
   bool begin_static_decode() override;
   bool end_static_step() override;

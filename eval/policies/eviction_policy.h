@@ -1,6 +1,6 @@
 // An eviction policy decides which entries a budgeted KV cache (eval/budgeted_cache.h) keeps; the
 // cache owns storage, compaction and the budget. A policy says
-//   - the statistic it records for each new entry (log beta, key norm, a random draw, or 0),
+//   - the statistic it records for each new entry (log beta, key norm, a seeded random score, or 0),
 //   - whether queries vote on the entries with their attention, and which queries,
 //   - how it scores the live entries from those (higher scores stay),
 // and its registration (policy_registry.h) declares its options and whether it ranks per head or
@@ -70,7 +70,7 @@ class EvictionPolicy {
   virtual double threshold() const { return 0; }
   // Entries each head keeps whatever the global ranking or the threshold says.
   virtual int64_t min_per_head() const { return 0; }
-  // Whether decode steps may replay as a CUDA graph: not when the policy draws on the host or
+  // Whether decode steps may replay as a CUDA graph: not when the policy computes on the host or
   // evicts data-dependently every step.
   virtual bool static_decode() const { return true; }
 };
