@@ -1,9 +1,9 @@
 // A KV cache with a real memory bound: per (layer, sequence, KV head) a variable number of live
 // entries in buffers of capacity budget + buffer + chunk, compacted in place when a policy evicts
 // (no full-length cache hidden behind a mask). Every entry carries its key, value, absolute
-// position and the policy's statistic (log beta, attention votes, key norm or a seeded random score). The
-// policy (eval/policies/) says what the statistic is and how entries score; the cache stores,
-// computes the attention votes a policy asks for, compacts and keeps the budget.
+// position and the policy's statistic (log beta, attention votes, key norm or a seeded random
+// score). The policy (eval/policies/) says what the statistic is and how entries score; the cache
+// stores, computes the attention votes a policy asks for, compacts and keeps the budget.
 //
 // Eviction runs after each forward step (a prefill chunk or a decoded token): a per-head policy
 // cuts a head that exceeds budget + buffer back to its top-`budget` entries; dbtrimkv cuts a

@@ -1,6 +1,7 @@
 // An eviction policy decides which entries a budgeted KV cache (eval/budgeted_cache.h) keeps; the
 // cache owns storage, compaction and the budget. A policy says
-//   - the statistic it records for each new entry (log beta, key norm, a seeded random score, or 0),
+//   - the statistic it records for each new entry (log beta, key norm, a seeded random score,
+//     or 0),
 //   - whether queries vote on the entries with their attention, and which queries,
 //   - how it scores the live entries from those (higher scores stay),
 // and its registration (policy_registry.h) declares its options and whether it ranks per head or
