@@ -25,22 +25,22 @@ void write_part(const std::string& name, std::string_view part, bool present) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace retain;
   const std::string_view input(reinterpret_cast<const char*>(data), size);
-  const size_t config_at = input.find("\n#config#\n");
-  const size_t model_at = input.find("\n#model#\n");
-  const size_t json_end = std::min(config_at, model_at);
-  write_part("tokenizer.json", input.substr(0, json_end), true);
+  constexpr std::string_view kConfig = "\n#config#\n", kModel = "\n#model#\n";
+  const size_t config_at = input.find(kConfig), model_at = input.find(kModel);
+  // The text after the marker at `at` up to the other marker when that one comes later.
+  auto section = [&](size_t at, size_t marker_size, size_t other_at) {
+    const size_t begin = at + marker_size;
+    return input.substr(begin, other_at > at ? other_at - begin : std::string_view::npos);
+  };
+  write_part("tokenizer.json", input.substr(0, std::min(config_at, model_at)), true);
+  const bool has_config = config_at != std::string_view::npos;
+  const bool has_model = model_at != std::string_view::npos;
   write_part("tokenizer_config.json",
-             config_at == std::string_view::npos
-                 ? std::string_view()
-                 : input.substr(config_at + 10, model_at > config_at ? model_at - config_at - 10
-                                                                     : std::string_view::npos),
-             config_at != std::string_view::npos);
+             has_config ? section(config_at, kConfig.size(), model_at) : std::string_view(),
+             has_config);
   write_part("config.json",
-             model_at == std::string_view::npos
-                 ? std::string_view()
-                 : input.substr(model_at + 9, config_at > model_at ? config_at - model_at - 9
-                                                                   : std::string_view::npos),
-             model_at != std::string_view::npos);
+             has_model ? section(model_at, kModel.size(), config_at) : std::string_view(),
+             has_model);
   try {
     HfTokenizer tokenizer(fuzz::scratch_dir());
     // The full encoding (model/tokenizer.cpp, which this target does not link, adds the same).
