@@ -1,4 +1,5 @@
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -28,14 +29,20 @@ std::string cuda_device_summary() {
   return out;
 }
 
+// A device given as plain "cuda" has index -1, which the allocator's statistics reject (unlike
+// streams and synchronize): it means the current device.
+static c10::DeviceIndex resolve(int device) {
+  return device < 0 ? c10::cuda::current_device() : static_cast<c10::DeviceIndex>(device);
+}
+
 int64_t cuda_peak_allocated_bytes(int device) {
   using c10::CachingAllocator::StatType;
-  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(resolve(device));
   return stats.allocated_bytes[static_cast<size_t>(StatType::AGGREGATE)].peak;
 }
 
 void cuda_reset_peak_allocated_bytes(int device) {
-  c10::cuda::CUDACachingAllocator::resetPeakStats(device);
+  c10::cuda::CUDACachingAllocator::resetPeakStats(resolve(device));
 }
 
 }  // namespace retain

@@ -88,7 +88,7 @@ configure_and_build() {
     -DCMAKE_PREFIX_PATH="$SYSROOT/usr;$SYSROOT/$MULTIARCH/cmake" \
     -DPKG_CONFIG_EXECUTABLE="$SYSROOT/usr/bin/pkgconf" -DRETAIN_PCRE2_ROOT="$SYSROOT/pcre2" \
     -DCMAKE_CUDA_ARCHITECTURES=90 -DTORCH_CUDA_ARCH_LIST=9.0 &&
-    cmake --build "$BUILD" -j "$(nproc)"
+    cmake --build "$BUILD" -j "$(nproc)" -- -k 0  # -k 0: every compile error in one log
 }
 cuda_tests() {
   (cd "$BUILD" && ctest -R "${CUDA_TESTS:-_CUDA}" --output-on-failure --timeout 300) || return 1
@@ -143,12 +143,17 @@ peers() {
     "$kv" || return 1
   [ -f "$model/config.json" ] ||
     "$BUILD/retain" init-model --preset qwen3-4b --seed 0 --out "$model" --force || return 1
-  PYTHONPATH="$kv:$PYTHONPATH" timeout "${PEERS_TIMEOUT:-300}" "$PYTHON" \
-    scripts/peers/bench_decode.py --retain "$BUILD/retain" --model "$model" --device cuda \
-    --dtype bf16 --batch 4 --context 8192 --new-tokens 256 --budget 1024 --repeat 1 \
-    --peers hf,snapkv --json "$OUT/peers_decode.json" || ok=1
+  # PEERS_CHUNKS: retain's prefill chunk(s); 8192 reads each prompt in one step, as the peers do.
+  local chunk
+  for chunk in ${PEERS_CHUNKS:-512}; do
+    PYTHONPATH="$kv:$PYTHONPATH" timeout "${PEERS_TIMEOUT:-300}" "$PYTHON" \
+      scripts/peers/bench_decode.py --retain "$BUILD/retain" --model "$model" --device cuda \
+      --dtype bf16 --batch 4 --context 8192 --new-tokens 256 --budget 1024 --repeat 1 \
+      --chunk "$chunk" --peers hf,snapkv --json "$OUT/peers_decode_chunk$chunk.json" || ok=1
+  done
   timeout "${PEERS_TIMEOUT:-300}" "$PYTHON" scripts/peers/train_step.py --retain "$BUILD/retain" \
-    --model "$model" --device cuda --dtype bf16 --seq 8192 --memory 1024 --iters 3 --warmup 1 \
+    --model "$model" --device cuda --dtype bf16 --seq "${PEERS_TRAIN_SEQ:-4096}" --memory 1024 --iters 3 --warmup 1 \
+    --checkpointing "${PEERS_CHECKPOINTING:-true}" \
     --json "$OUT/peers_train.json" || ok=1
   return $ok
 }

@@ -171,7 +171,8 @@ void HfTokenizer::read_post_processor(const Json& pp) {
       RETAIN_CHECK(pair.is_array() && pair.size() == 2 && pair[1].is_number_integer() &&
                        pair[1].get<int64_t>() >= 0 && pair[1].get<int64_t>() < vocab_size_,
                    ctx, ": '", key, "' must be [token, id] with an id in the vocabulary");
-      (key[0] == 'c' ? prefix_ : suffix_) = {pair[1].get<int64_t>()};
+      std::vector<int64_t>& ids = key[0] == 'c' ? prefix_ : suffix_;
+      ids.assign(1, pair[1].get<int64_t>());
     }
     return;
   }

@@ -90,7 +90,7 @@ def run_retain(args, prompts_file, policy):
            "--new-tokens", str(args.new_tokens), "--budget", str(args.budget), "--policy", policy,
            "--chunk", str(args.chunk), "--device", args.device, "--dtype", args.dtype,
            "--threads", str(args.threads), "--json"]
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    done = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
     if done.returncode != 0:
         sys.exit(f"retain failed ({' '.join(cmd)}):\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])

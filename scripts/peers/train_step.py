@@ -59,7 +59,7 @@ def run_retain(args):
            "--iters", str(args.iters), "--warmup", str(args.warmup), "--device", args.device,
            "--dtype", args.dtype, "--threads", str(args.threads), "--seed", str(args.seed),
            "--json"]
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    done = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
     if done.returncode != 0:
         sys.exit(f"retain failed ({' '.join(cmd)}):\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
