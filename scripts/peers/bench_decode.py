@@ -199,6 +199,11 @@ def main():
                    "decode_ratio": ours["decode_tokens_per_s"] / theirs["decode_tokens_per_s"]}
             if peer == "hf":
                 row["same_greedy_tokens"] = ours["tokens"] == tokens
+                # How far each row agrees: in bf16 a near-tied argmax (common with random
+                # weights) flips with the summation order, and the rows part from there.
+                row["agreeing_prefix"] = [next((i for i, (a, b) in enumerate(zip(x, y)) if a != b),
+                                               min(len(x), len(y)))
+                                          for x, y in zip(ours["tokens"], tokens)]
             rows.append(row)
 
     print(f"bench decode, side by side: {args.model}, batch {args.batch} x {args.context} tokens, "
@@ -219,8 +224,9 @@ def main():
               f"{r['peer_figures']['decode_tokens_per_s']:>10.1f} {r['decode_ratio']:>6.2f}")
     for r in rows:
         if "same_greedy_tokens" in r:
-            print(f"greedy tokens, retain full vs hf generate: "
-                  f"{'identical' if r['same_greedy_tokens'] else 'DIFFERENT'}")
+            print("greedy tokens, retain full vs hf generate: " +
+                  ("identical" if r["same_greedy_tokens"] else
+                   f"DIFFERENT; each row's first {r['agreeing_prefix']} of {args.new_tokens} agree"))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"settings": vars(args), "rows": rows}, f, indent=2)
