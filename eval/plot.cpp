@@ -1,75 +1,89 @@
 #include "eval/plot.h"
 
+#include <cairo-svg.h>
+#include <cairo.h>
+
 #include <algorithm>
-#include <array>
-#include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <map>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
 
-#include "core/png.h"
+#include "core/error.h"
 
 namespace retain {
 
 namespace {
 
-// 5x7 glyphs, one 5-bit row per byte (bit 4 = leftmost pixel). Letters are drawn lowercase.
-const std::map<char, std::array<uint8_t, 7>>& font() {
-  static const std::map<char, std::array<uint8_t, 7>> kFont = {
-      {'0', {14, 17, 19, 21, 25, 17, 14}}, {'1', {4, 12, 4, 4, 4, 4, 14}},
-      {'2', {14, 17, 1, 2, 4, 8, 31}},     {'3', {31, 2, 4, 2, 1, 17, 14}},
-      {'4', {2, 6, 10, 18, 31, 2, 2}},     {'5', {31, 16, 30, 1, 1, 17, 14}},
-      {'6', {6, 8, 16, 30, 17, 17, 14}},   {'7', {31, 1, 2, 4, 8, 8, 8}},
-      {'8', {14, 17, 17, 14, 17, 17, 14}}, {'9', {14, 17, 17, 15, 1, 2, 12}},
-      {'.', {0, 0, 0, 0, 0, 12, 12}},      {'-', {0, 0, 0, 31, 0, 0, 0}},
-      {'_', {0, 0, 0, 0, 0, 0, 31}},       {':', {0, 12, 12, 0, 12, 12, 0}},
-      {'%', {24, 25, 2, 4, 8, 19, 3}},     {'(', {2, 4, 8, 8, 8, 4, 2}},
-      {')', {8, 4, 2, 2, 2, 4, 8}},        {'/', {0, 1, 2, 4, 8, 16, 0}},
-      {',', {0, 0, 0, 0, 12, 4, 8}},       {'=', {0, 0, 31, 0, 31, 0, 0}},
-      {' ', {0, 0, 0, 0, 0, 0, 0}},        {'a', {0, 0, 14, 1, 15, 17, 15}},
-      {'b', {16, 16, 22, 25, 17, 17, 30}}, {'c', {0, 0, 14, 16, 16, 17, 14}},
-      {'d', {1, 1, 13, 19, 17, 17, 15}},   {'e', {0, 0, 14, 17, 31, 16, 14}},
-      {'f', {6, 9, 8, 28, 8, 8, 8}},       {'g', {0, 15, 17, 17, 15, 1, 14}},
-      {'h', {16, 16, 22, 25, 17, 17, 17}}, {'i', {4, 0, 12, 4, 4, 4, 14}},
-      {'j', {2, 0, 6, 2, 2, 18, 12}},      {'k', {16, 16, 18, 20, 24, 20, 18}},
-      {'l', {12, 4, 4, 4, 4, 4, 14}},      {'m', {0, 0, 26, 21, 21, 17, 17}},
-      {'n', {0, 0, 22, 25, 17, 17, 17}},   {'o', {0, 0, 14, 17, 17, 17, 14}},
-      {'p', {0, 0, 30, 17, 30, 16, 16}},   {'q', {0, 0, 13, 19, 15, 1, 1}},
-      {'r', {0, 0, 22, 25, 16, 16, 16}},   {'s', {0, 0, 14, 16, 14, 1, 30}},
-      {'t', {8, 8, 28, 8, 8, 9, 6}},       {'u', {0, 0, 17, 17, 17, 19, 13}},
-      {'v', {0, 0, 17, 17, 17, 10, 4}},    {'w', {0, 0, 17, 17, 21, 21, 10}},
-      {'x', {0, 0, 17, 10, 4, 10, 17}},    {'y', {0, 0, 17, 17, 15, 1, 14}},
-      {'z', {0, 0, 31, 2, 4, 8, 31}},
-  };
-  return kFont;
+using Draw = std::function<void(cairo_t*)>;
+
+struct Rgb {
+  double r, g, b;
+};
+// Tableau 10: distinguishable, and readable on white.
+constexpr Rgb kPalette[] = {{0.12, 0.47, 0.71}, {0.84, 0.15, 0.16}, {0.17, 0.63, 0.17},
+                            {1.00, 0.50, 0.05}, {0.58, 0.40, 0.74}, {0.55, 0.34, 0.29},
+                            {0.89, 0.47, 0.76}, {0.09, 0.75, 0.81}, {0.74, 0.74, 0.13},
+                            {0.50, 0.50, 0.50}};
+constexpr Rgb kFullColor = {0.25, 0.25, 0.25};
+constexpr const char* kFont = "DejaVu Sans";
+
+void set_color(cairo_t* cr, Rgb c, double alpha = 1.0) {
+  cairo_set_source_rgba(cr, c.r, c.g, c.b, alpha);
 }
 
-void text(Image& img, int x, int y, const std::string& s, uint32_t color, int scale = 1) {
-  for (char ch : s) {
-    char c = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    auto it = font().find(c);
-    if (it != font().end())
-      for (int row = 0; row < 7; ++row)
-        for (int col = 0; col < 5; ++col)
-          if (it->second[row] & (16 >> col))
-            for (int dy = 0; dy < scale; ++dy)
-              for (int dx = 0; dx < scale; ++dx)
-                img.set(x + col * scale + dx, y + row * scale + dy, color);
-    x += 6 * scale;
-  }
+void check_cairo(cairo_status_t status, const fs::path& path) {
+  RETAIN_CHECK(status == CAIRO_STATUS_SUCCESS, "cannot draw ", path.string(), ": ",
+               cairo_status_to_string(status));
 }
 
-void line(Image& img, int x0, int y0, int x1, int y1, uint32_t color, int width = 1,
-          bool dashed = false) {
-  int steps = std::max(std::abs(x1 - x0), std::abs(y1 - y0));
-  for (int i = 0; i <= steps; ++i) {
-    if (dashed && (i / 6) % 2 == 1) continue;
-    double t = steps == 0 ? 0 : static_cast<double>(i) / steps;
-    int x = static_cast<int>(std::lround(x0 + t * (x1 - x0))),
-        y = static_cast<int>(std::lround(y0 + t * (y1 - y0)));
-    for (int dy = -(width / 2); dy <= width / 2; ++dy)
-      for (int dx = -(width / 2); dx <= width / 2; ++dx) img.set(x + dx, y + dy, color);
-  }
+// One drawing into DIR/STEM.png and DIR/STEM.svg, each written atomically.
+void write_figure(const fs::path& dir, const std::string& stem, int width, int height,
+                  const Draw& draw) {
+  using Surface = std::unique_ptr<cairo_surface_t, decltype(&cairo_surface_destroy)>;
+  using Context = std::unique_ptr<cairo_t, decltype(&cairo_destroy)>;
+  write_file_atomic(dir / (stem + ".png"), [&](const fs::path& tmp) {
+    // Drawn at twice the size: crisp on high-density screens and in slides.
+    Surface surface(cairo_image_surface_create(CAIRO_FORMAT_RGB24, 2 * width, 2 * height),
+                    cairo_surface_destroy);
+    Context cr(cairo_create(surface.get()), cairo_destroy);
+    cairo_scale(cr.get(), 2, 2);
+    draw(cr.get());
+    check_cairo(cairo_status(cr.get()), tmp);
+    check_cairo(cairo_surface_write_to_png(surface.get(), tmp.c_str()), tmp);
+  });
+  write_file_atomic(dir / (stem + ".svg"), [&](const fs::path& tmp) {
+    Surface surface(cairo_svg_surface_create(tmp.c_str(), width, height), cairo_surface_destroy);
+    {
+      Context cr(cairo_create(surface.get()), cairo_destroy);
+      draw(cr.get());
+      check_cairo(cairo_status(cr.get()), tmp);
+    }
+    cairo_surface_finish(surface.get());
+    check_cairo(cairo_surface_status(surface.get()), tmp);
+  });
+}
+
+enum class Align { kLeft, kCenter, kRight };
+
+void text(cairo_t* cr, double x, double y, const std::string& s, double size,
+          Align align = Align::kLeft, bool bold = false, double angle = 0) {
+  cairo_select_font_face(cr, kFont, CAIRO_FONT_SLANT_NORMAL,
+                         bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
+  cairo_set_font_size(cr, size);
+  cairo_text_extents_t ext;
+  cairo_text_extents(cr, s.c_str(), &ext);
+  const double shift = align == Align::kLeft     ? 0
+                       : align == Align::kCenter ? ext.x_advance / 2
+                                                 : ext.x_advance;
+  cairo_save(cr);
+  cairo_translate(cr, x, y);
+  cairo_rotate(cr, angle);
+  cairo_move_to(cr, -shift, 0);
+  cairo_show_text(cr, s.c_str());
+  cairo_restore(cr);
 }
 
 std::string number(double v) {
@@ -81,100 +95,397 @@ std::string number(double v) {
   return buf;
 }
 
-constexpr uint32_t kPalette[] = {0x1f77b4, 0xd62728, 0x2ca02c, 0xff7f0e, 0x9467bd,
-                                 0x8c564b, 0xe377c2, 0x17becf, 0xbcbd22};
+// A budget below 1 is a share of each prompt.
+std::string budget_label(double b) { return b < 1 ? number(100 * b) + "%" : number(b); }
+
+std::string bytes_label(double v) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (std::fabs(v) >= 1000 && u < 4) v /= 1000, ++u;
+  return number(v) + " " + units[u];
+}
+
+// A linear or logarithmic map of [lo, hi] onto [a, b].
+struct Axis {
+  double lo = 0, hi = 1;
+  bool log = false;
+  double map(double v, double a, double b) const {
+    const double t =
+        log ? (std::log(v) - std::log(lo)) / (std::log(hi) - std::log(lo)) : (v - lo) / (hi - lo);
+    return a + t * (b - a);
+  }
+};
+
+struct Point {
+  double x, y;
+  std::optional<std::pair<double, double>> interval;
+};
+
+std::optional<std::pair<double, double>> interval_of(const ScoreRow& row,
+                                                     const std::string& metric) {
+  if (!row.intervals.contains(metric)) return std::nullopt;
+  const Json& iv = row.intervals[metric];
+  return std::make_pair(iv[0].get<double>(), iv[1].get<double>());
+}
+
+bool is_percent_metric(const std::string& metric, double lo, double hi) {
+  return lo >= 0 && hi <= 100 &&
+         (metric.rfind("em", 0) == 0 || metric.find("acc") != std::string::npos ||
+          metric.find("score") != std::string::npos || metric == "f1" || metric == "avg" ||
+          metric == "overall");
+}
+
+// The y axis of a panel: 0-100 for percentages, else the data's range (intervals included)
+// with a margin.
+Axis y_axis(const std::vector<const ScoreRow*>& rows, const std::string& metric) {
+  double lo = 1e300, hi = -1e300;
+  for (const ScoreRow* r : rows) {
+    if (!r->metrics.contains(metric) || !r->metrics[metric].is_number()) continue;
+    const double v = r->metrics[metric].get<double>();
+    lo = std::min(lo, v), hi = std::max(hi, v);
+    if (auto iv = interval_of(*r, metric))
+      lo = std::min(lo, iv->first), hi = std::max(hi, iv->second);
+  }
+  if (lo > hi) return {0, 1, false};
+  if (is_percent_metric(metric, lo, hi)) return {0, 100, false};
+  if (lo == hi) lo -= 1, hi += 1;
+  const double pad = 0.06 * (hi - lo);
+  return {lo - pad, hi + pad, false};
+}
+
+void dashed(cairo_t* cr, bool on) {
+  const double dash[] = {5.0, 3.0};
+  cairo_set_dash(cr, on ? dash : nullptr, on ? 2 : 0, 0);
+}
+
+void marker(cairo_t* cr, double x, double y, double r) {
+  cairo_new_sub_path(cr);
+  cairo_arc(cr, x, y, r, 0, 2 * M_PI);
+  cairo_fill(cr);
+}
+
+void error_bar(cairo_t* cr, double x, double y0, double y1) {
+  cairo_set_line_width(cr, 1.0);
+  cairo_move_to(cr, x, y0), cairo_line_to(cr, x, y1);
+  cairo_move_to(cr, x - 2.5, y0), cairo_line_to(cr, x + 2.5, y0);
+  cairo_move_to(cr, x - 2.5, y1), cairo_line_to(cr, x + 2.5, y1);
+  cairo_stroke(cr);
+}
+
+struct Series {
+  std::string label;
+  Rgb color;
+  std::vector<const ScoreRow*> rows;  // budgeted rows, by budget
+};
+
+struct Layout {
+  std::vector<Series> series;
+  std::vector<const ScoreRow*> full;  // rows without a budget
+};
+
+Layout layout(const std::vector<ScoreRow>& rows) {
+  std::vector<std::string> specs;
+  for (const auto& r : rows)
+    if (std::find(specs.begin(), specs.end(), r.policy) == specs.end()) specs.push_back(r.policy);
+  const auto labels = short_policy_labels(specs);
+  Layout out;
+  for (const auto& spec : specs) {
+    Series s{labels.at(spec), {}, {}};
+    for (const auto& r : rows)
+      if (r.policy == spec) (r.budget ? s.rows : out.full).push_back(&r);
+    if (s.rows.empty()) continue;
+    std::sort(s.rows.begin(), s.rows.end(),
+              [](const ScoreRow* a, const ScoreRow* b) { return *a->budget < *b->budget; });
+    s.color = kPalette[out.series.size() % std::size(kPalette)];
+    out.series.push_back(std::move(s));
+  }
+  return out;
+}
+
+// The legend, top-down from (x, y): the full cache rows first, then every series.
+void legend(cairo_t* cr, const Layout& l, double x, double y) {
+  cairo_set_line_width(cr, 1.8);
+  for (const ScoreRow* r : l.full) {
+    set_color(cr, kFullColor);
+    dashed(cr, true);
+    cairo_move_to(cr, x, y - 4), cairo_line_to(cr, x + 22, y - 4);
+    cairo_stroke(cr);
+    dashed(cr, false);
+    set_color(cr, {0, 0, 0});
+    text(cr, x + 28, y, r->policy + " cache", 11);
+    y += 17;
+  }
+  for (const auto& s : l.series) {
+    set_color(cr, s.color);
+    cairo_move_to(cr, x, y - 4), cairo_line_to(cr, x + 22, y - 4);
+    cairo_stroke(cr);
+    marker(cr, x + 11, y - 4, 2.6);
+    set_color(cr, {0, 0, 0});
+    text(cr, x + 28, y, s.label, 11);
+    y += 17;
+  }
+}
+
+void frame_and_grid(cairo_t* cr, double x0, double y0, double x1, double y1, const Axis& ya,
+                    bool bytes = false) {
+  cairo_set_line_width(cr, 0.6);
+  for (int i = 0; i <= 4; ++i) {
+    const double v = ya.lo + (ya.hi - ya.lo) * i / 4;
+    const double y = ya.map(v, y1, y0);
+    set_color(cr, {0.88, 0.88, 0.88});
+    cairo_move_to(cr, x0, y), cairo_line_to(cr, x1, y);
+    cairo_stroke(cr);
+    set_color(cr, {0.25, 0.25, 0.25});
+    text(cr, x0 - 5, y + 3.5, bytes ? bytes_label(v) : number(v), 9.5, Align::kRight);
+  }
+  set_color(cr, {0, 0, 0});
+  cairo_set_line_width(cr, 1.0);
+  cairo_rectangle(cr, x0, y0, x1 - x0, y1 - y0);
+  cairo_stroke(cr);
+}
+
+Axis budget_axis(const Layout& l) {
+  double lo = 1e300, hi = -1e300;
+  for (const auto& s : l.series)
+    for (const ScoreRow* r : s.rows) lo = std::min(lo, *r->budget), hi = std::max(hi, *r->budget);
+  if (lo > hi) return {0, 1, false};
+  if (lo == hi) return {lo * 0.5, hi * 1.5 + (hi == 0 ? 1 : 0), false};
+  // Budgets spanning decades read better in log; a margin keeps the end points off the frame.
+  if (lo > 0 && hi / lo > 3) return {lo / 1.25, hi * 1.25, true};
+  const double pad = 0.06 * (hi - lo);
+  return {lo - pad, hi + pad, false};
+}
+
+void draw_panel(cairo_t* cr, const Layout& l, const PlotPanel& panel, const Axis& xa,
+                const std::set<double>& budgets, double x0, double y0, double x1, double y1) {
+  std::vector<const ScoreRow*> all = l.full;
+  for (const auto& s : l.series) all.insert(all.end(), s.rows.begin(), s.rows.end());
+  const Axis ya = y_axis(all, panel.metric);
+  frame_and_grid(cr, x0, y0, x1, y1, ya);
+  set_color(cr, {0, 0, 0});
+  text(cr, (x0 + x1) / 2, y0 - 7, panel.label, 12, Align::kCenter, /*bold=*/true);
+  set_color(cr, {0.25, 0.25, 0.25});
+  cairo_set_line_width(cr, 0.8);
+  for (double b : budgets) {
+    const double x = xa.map(b, x0, x1);
+    cairo_move_to(cr, x, y1), cairo_line_to(cr, x, y1 + 4);
+    cairo_stroke(cr);
+    text(cr, x, y1 + 15, budget_label(b), 9.5, Align::kCenter);
+  }
+  auto value = [&](const ScoreRow* r) -> std::optional<double> {
+    if (!r->metrics.contains(panel.metric) || !r->metrics[panel.metric].is_number())
+      return std::nullopt;
+    return r->metrics[panel.metric].get<double>();
+  };
+  cairo_save(cr);
+  cairo_rectangle(cr, x0, y0, x1 - x0, y1 - y0);
+  cairo_clip(cr);
+  for (const ScoreRow* r : l.full) {
+    auto v = value(r);
+    if (!v) continue;
+    if (auto iv = interval_of(*r, panel.metric)) {
+      set_color(cr, kFullColor, 0.12);
+      const double top = ya.map(iv->second, y1, y0), bottom = ya.map(iv->first, y1, y0);
+      cairo_rectangle(cr, x0, top, x1 - x0, bottom - top);
+      cairo_fill(cr);
+    }
+    set_color(cr, kFullColor);
+    cairo_set_line_width(cr, 1.8);
+    dashed(cr, true);
+    cairo_move_to(cr, x0, ya.map(*v, y1, y0)), cairo_line_to(cr, x1, ya.map(*v, y1, y0));
+    cairo_stroke(cr);
+    dashed(cr, false);
+  }
+  for (const auto& s : l.series) {
+    std::vector<Point> pts;
+    for (const ScoreRow* r : s.rows)
+      if (auto v = value(r)) pts.push_back({*r->budget, *v, interval_of(*r, panel.metric)});
+    set_color(cr, s.color);
+    cairo_set_line_width(cr, 1.8);
+    for (size_t i = 0; i < pts.size(); ++i) {
+      const double x = xa.map(pts[i].x, x0, x1), y = ya.map(pts[i].y, y1, y0);
+      i == 0 ? cairo_move_to(cr, x, y) : cairo_line_to(cr, x, y);
+    }
+    cairo_stroke(cr);
+    for (const auto& p : pts) {
+      const double x = xa.map(p.x, x0, x1);
+      marker(cr, x, ya.map(p.y, y1, y0), 2.8);
+      if (p.interval)
+        error_bar(cr, x, ya.map(p.interval->first, y1, y0), ya.map(p.interval->second, y1, y0));
+    }
+  }
+  cairo_restore(cr);
+}
+
+void draw_score_figure(cairo_t* cr, const Layout& l, const PlotSpec& spec, int width, int columns,
+                       double panel_w, double panel_h) {
+  set_color(cr, {1, 1, 1});
+  cairo_paint(cr);
+  set_color(cr, {0, 0, 0});
+  text(cr, 20, 28, spec.title, 15, Align::kLeft, /*bold=*/true);
+  const Axis xa = budget_axis(l);
+  std::set<double> budgets;
+  for (const auto& s : l.series)
+    for (const ScoreRow* r : s.rows) budgets.insert(*r->budget);
+  const bool shares = !budgets.empty() && *budgets.rbegin() < 1;
+  for (size_t i = 0; i < spec.panels.size(); ++i) {
+    const double px = 70 + static_cast<double>(i % columns) * (panel_w + 60);
+    const double py = 70 + static_cast<double>(i / columns) * (panel_h + 70);
+    draw_panel(cr, l, spec.panels[i], xa, budgets, px, py, px + panel_w, py + panel_h);
+    set_color(cr, {0.15, 0.15, 0.15});
+    text(cr, px + panel_w / 2, py + panel_h + 32,
+         shares ? "budget (share of the prompt)" : "budget (KV entries per head)", 10,
+         Align::kCenter);
+    if (i % columns == 0)
+      text(cr, px - 48, py + panel_h / 2, spec.y_label, 10, Align::kCenter, false, -M_PI / 2);
+  }
+  legend(cr, l, width - 200, 80);
+}
+
+void draw_memory_figure(cairo_t* cr, const Layout& l, const PlotSpec& spec, int width, int height) {
+  const std::string& metric = spec.panels.front().metric;
+  set_color(cr, {1, 1, 1});
+  cairo_paint(cr);
+  set_color(cr, {0, 0, 0});
+  text(cr, 20, 28, spec.title + ": " + spec.panels.front().label + " vs peak KV cache", 15,
+       Align::kLeft, /*bold=*/true);
+  auto get = [](const ScoreRow* r, const std::string& key) -> std::optional<double> {
+    if (!r->metrics.contains(key) || !r->metrics[key].is_number()) return std::nullopt;
+    return r->metrics[key].get<double>();
+  };
+  double lo = 1e300, hi = -1e300;
+  std::vector<const ScoreRow*> all = l.full;
+  for (const auto& s : l.series) all.insert(all.end(), s.rows.begin(), s.rows.end());
+  for (const ScoreRow* r : all)
+    if (auto m = get(r, spec.memory_metric); m && *m > 0)
+      lo = std::min(lo, *m), hi = std::max(hi, *m);
+  if (lo > hi) lo = 1, hi = 10;
+  const Axis xa{lo / 1.3, hi * 1.3, true};
+  const Axis ya = y_axis(all, metric);
+  const double x0 = 80, y0 = 60, x1 = width - 230, y1 = height - 60;
+  frame_and_grid(cr, x0, y0, x1, y1, ya);
+  set_color(cr, {0.25, 0.25, 0.25});
+  for (double decade = std::pow(10.0, std::floor(std::log10(xa.lo))); decade <= xa.hi; decade *= 10)
+    for (double m : {1.0, 2.0, 3.0, 5.0}) {
+      const double v = decade * m;
+      if (v < xa.lo || v > xa.hi) continue;
+      const double x = xa.map(v, x0, x1);
+      cairo_set_line_width(cr, 0.8);
+      cairo_move_to(cr, x, y1), cairo_line_to(cr, x, y1 + 4);
+      cairo_stroke(cr);
+      text(cr, x, y1 + 15, bytes_label(v), 9.5, Align::kCenter);
+    }
+  text(cr, (x0 + x1) / 2, y1 + 36, spec.memory_metric + " (bytes, log scale)", 10, Align::kCenter);
+  text(cr, x0 - 50, (y0 + y1) / 2, spec.y_label, 10, Align::kCenter, false, -M_PI / 2);
+  for (const auto& s : l.series) {
+    set_color(cr, s.color);
+    cairo_set_line_width(cr, 1.8);
+    bool first = true;
+    for (const ScoreRow* r : s.rows) {
+      auto m = get(r, spec.memory_metric);
+      auto v = get(r, metric);
+      if (!m || !v || *m <= 0) continue;
+      const double x = xa.map(*m, x0, x1), y = ya.map(*v, y1, y0);
+      first ? cairo_move_to(cr, x, y) : cairo_line_to(cr, x, y);
+      first = false;
+    }
+    cairo_stroke(cr);
+    for (const ScoreRow* r : s.rows) {
+      auto m = get(r, spec.memory_metric);
+      auto v = get(r, metric);
+      if (!m || !v || *m <= 0) continue;
+      const double x = xa.map(*m, x0, x1);
+      marker(cr, x, ya.map(*v, y1, y0), 2.8);
+      if (auto iv = interval_of(*r, metric))
+        error_bar(cr, x, ya.map(iv->first, y1, y0), ya.map(iv->second, y1, y0));
+    }
+  }
+  for (const ScoreRow* r : l.full) {
+    auto m = get(r, spec.memory_metric);
+    auto v = get(r, metric);
+    if (!m || !v || *m <= 0) continue;
+    const double x = xa.map(*m, x0, x1), y = ya.map(*v, y1, y0);
+    set_color(cr, kFullColor);
+    cairo_move_to(cr, x - 5, y - 5), cairo_line_to(cr, x + 5, y + 5);
+    cairo_move_to(cr, x - 5, y + 5), cairo_line_to(cr, x + 5, y - 5);
+    cairo_set_line_width(cr, 2.0);
+    cairo_stroke(cr);
+    if (auto iv = interval_of(*r, metric))
+      error_bar(cr, x, ya.map(iv->first, y1, y0), ya.map(iv->second, y1, y0));
+    text(cr, x - 8, y - 8, r->policy + " cache", 10, Align::kRight);
+  }
+  legend(cr, l, width - 200, 80);
+}
+
+std::pair<std::string, std::vector<std::pair<std::string, std::string>>> split_spec(
+    const std::string& spec) {
+  const size_t colon = spec.find(':');
+  std::vector<std::pair<std::string, std::string>> args;
+  if (colon == std::string::npos) return {spec, args};
+  size_t at = colon + 1;
+  while (at <= spec.size()) {
+    size_t comma = spec.find(',', at);
+    if (comma == std::string::npos) comma = spec.size();
+    const std::string kv = spec.substr(at, comma - at);
+    const size_t eq = kv.find('=');
+    if (!kv.empty())
+      args.emplace_back(kv.substr(0, eq), eq == std::string::npos ? "" : kv.substr(eq + 1));
+    at = comma + 1;
+  }
+  return {spec.substr(0, colon), args};
+}
 
 }  // namespace
 
-void write_score_plot(const fs::path& path, const std::vector<ScoreRow>& rows,
-                      const std::string& metric, const std::string& title) {
-  const int w = 900, h = 560, left = 80, right = 220, top = 50, bottom = 70;
-  Image img(w, h);
-  std::map<std::string, std::vector<std::pair<double, double>>> series;
-  std::vector<std::pair<std::string, double>> flat;  // policies without a budget (full)
-  double x_min = 1e300, x_max = -1e300, y_min = 1e300, y_max = -1e300;
-  for (const auto& r : rows) {
-    if (!r.metrics.contains(metric) || !r.metrics[metric].is_number()) continue;
-    double y = r.metrics[metric].get<double>();
-    y_min = std::min(y_min, y);
-    y_max = std::max(y_max, y);
-    if (r.budget) {
-      series[r.policy].emplace_back(*r.budget, y);
-      x_min = std::min(x_min, *r.budget);
-      x_max = std::max(x_max, *r.budget);
-    } else {
-      flat.emplace_back(r.policy, y);
+std::map<std::string, std::string> short_policy_labels(const std::vector<std::string>& specs) {
+  std::map<std::string, std::vector<std::string>> by_name;
+  for (const auto& spec : specs) by_name[split_spec(spec).first].push_back(spec);
+  std::map<std::string, std::string> labels;
+  for (const auto& [name, group] : by_name) {
+    if (group.size() == 1) {
+      labels[group.front()] = name;
+      continue;
+    }
+    // An argument tells the specs of the group apart unless every one of them has it with the
+    // same value.
+    std::map<std::string, std::set<std::string>> values;
+    std::map<std::string, size_t> present;
+    for (const auto& spec : group)
+      for (const auto& [k, v] : split_spec(spec).second) values[k].insert(v), ++present[k];
+    for (const auto& spec : group) {
+      std::string label = name;
+      char sep = ':';
+      for (const auto& [k, v] : split_spec(spec).second) {
+        if (values[k].size() == 1 && present[k] == group.size()) continue;
+        label += sep + k + "=" + (k == "gates" ? fs::path(v).stem().string() : v);
+        sep = ',';
+      }
+      labels[spec] = label;
     }
   }
-  if (x_min > x_max) x_min = 0, x_max = 1;
-  if (x_min == x_max) x_min -= 0.5, x_max += 0.5;
-  if (y_min > y_max) y_min = 0, y_max = 1;
-  // Percent metrics (exact match, accuracy, F1 x 100) keep their natural 0..100 scale.
-  const bool percent = y_min >= 0 && y_max <= 100 &&
-                       (metric.rfind("em", 0) == 0 || metric.find("acc") != std::string::npos ||
-                        metric.find("score") != std::string::npos);
-  if (percent) y_min = 0, y_max = 100;
-  if (y_min == y_max) y_min -= 1, y_max += 1;
-  const double pad = percent ? 0.0 : 0.05 * (y_max - y_min);
-  y_min -= pad;
-  y_max += pad;
-  const bool log_x =
-      x_min > 0 && x_max / x_min > 20;  // budgets spanning decades read better in log
-  auto fx = [&](double x) {
-    double t = log_x ? (std::log(x) - std::log(x_min)) / (std::log(x_max) - std::log(x_min))
-                     : (x - x_min) / (x_max - x_min);
-    return left + static_cast<int>(t * (w - left - right));
-  };
-  auto fy = [&](double y) {
-    return h - bottom - static_cast<int>((y - y_min) / (y_max - y_min) * (h - top - bottom));
-  };
+  return labels;
+}
 
-  text(img, left, 15, title, 0x000000, 2);
-  for (int i = 0; i <= 5; ++i) {  // y grid and ticks
-    double y = y_min + (y_max - y_min) * i / 5;
-    line(img, left, fy(y), w - right, fy(y), 0xe0e0e0);
-    std::string label = number(y);
-    text(img, left - 8 - 6 * static_cast<int>(label.size()), fy(y) - 3, label, 0x333333);
-  }
-  std::vector<double> xs;
-  for (const auto& [p, pts] : series)
-    for (const auto& pt : pts) xs.push_back(pt.first);
-  std::sort(xs.begin(), xs.end());
-  xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
-  for (double x : xs) {
-    line(img, fx(x), h - bottom, fx(x), h - bottom + 5, 0x333333);
-    std::string label = number(x);
-    text(img, fx(x) - 3 * static_cast<int>(label.size()), h - bottom + 10, label, 0x333333);
-  }
-  line(img, left, h - bottom, w - right, h - bottom, 0x000000);
-  line(img, left, top, left, h - bottom, 0x000000);
-  text(img, left + (w - left - right) / 2 - 50, h - 30, log_x ? "budget (log)" : "budget",
-       0x000000);
-  text(img, 10, top - 20, metric, 0x000000);
-
-  int legend_y = top;
-  size_t color_index = 0;
-  for (const auto& [policy, y] : flat) {
-    uint32_t color = 0x555555;
-    line(img, left, fy(y), w - right, fy(y), color, 2, /*dashed=*/true);
-    line(img, w - right + 15, legend_y + 3, w - right + 40, legend_y + 3, color, 2, true);
-    text(img, w - right + 48, legend_y, policy, 0x000000);
-    legend_y += 16;
-  }
-  for (auto& [policy, pts] : series) {
-    std::sort(pts.begin(), pts.end());
-    uint32_t color = kPalette[color_index++ % (sizeof(kPalette) / sizeof(kPalette[0]))];
-    for (size_t i = 0; i + 1 < pts.size(); ++i)
-      line(img, fx(pts[i].first), fy(pts[i].second), fx(pts[i + 1].first), fy(pts[i + 1].second),
-           color, 2);
-    for (const auto& pt : pts)
-      for (int d = -3; d <= 3; ++d)
-        line(img, fx(pt.first) - 3, fy(pt.second) + d, fx(pt.first) + 3, fy(pt.second) + d, color);
-    line(img, w - right + 15, legend_y + 3, w - right + 40, legend_y + 3, color, 2);
-    text(img, w - right + 48, legend_y, policy, 0x000000);
-    legend_y += 16;
-  }
-  write_png(path, img);
+void write_score_plots(const fs::path& dir, const std::vector<ScoreRow>& rows,
+                       const PlotSpec& spec) {
+  RETAIN_CHECK(!spec.panels.empty(), "a plot needs at least one panel");
+  const Layout l = layout(rows);
+  const int n = static_cast<int>(spec.panels.size());
+  const int columns = n == 1 ? 1 : n <= 4 ? 2 : 3;
+  const int panel_rows = (n + columns - 1) / columns;
+  const double panel_w = 300, panel_h = 210;
+  const int width = static_cast<int>(70 + columns * (panel_w + 60) + 170);
+  const int height = static_cast<int>(70 + panel_rows * (panel_h + 70) + 10);
+  write_figure(dir, "plot", width, height, [&](cairo_t* cr) {
+    draw_score_figure(cr, l, spec, width, columns, panel_w, panel_h);
+  });
+  if (spec.memory_metric.empty()) return;
+  const bool any = std::any_of(rows.begin(), rows.end(), [&](const ScoreRow& r) {
+    return r.metrics.contains(spec.memory_metric) && r.metrics[spec.memory_metric].is_number();
+  });
+  if (any)
+    write_figure(dir, "memory", 860, 480,
+                 [&](cairo_t* cr) { draw_memory_figure(cr, l, spec, 860, 480); });
 }
 
 }  // namespace retain

@@ -1,7 +1,13 @@
-// The PNG plot every `retain eval` writes: one metric against the budget, a line per policy, the
-// full cache as a dashed horizontal line; rendered with a built-in 5x7 font, no plotting library.
+// The figures every `retain eval` writes, drawn with cairo into PNG and SVG from one drawing:
+//   DIR/plot.{png,svg}    small multiples, one panel per metric (the benchmark's headline first):
+//                         the metric against the budget, a line per policy, 95% intervals as bars
+//                         where the rows carry them, the full cache as a dashed line over its band;
+//   DIR/memory.{png,svg}  with a memory metric: the headline metric against the peak KV bytes,
+//                         one line per policy through its budgets, the full cache as a star.
+// Legends use short policy names (short_policy_labels).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -10,7 +16,24 @@
 
 namespace retain {
 
-void write_score_plot(const fs::path& path, const std::vector<ScoreRow>& rows,
-                      const std::string& metric, const std::string& title);
+struct PlotPanel {
+  std::string metric;  // a key of ScoreRow::metrics
+  std::string label;   // the panel's title
+};
+
+struct PlotSpec {
+  std::string title;
+  std::string y_label;  // e.g. "exact match (%)"
+  std::vector<PlotPanel> panels;
+  std::string memory_metric;  // e.g. "peak_kv_bytes"; empty: no memory figure
+};
+
+void write_score_plots(const fs::path& dir, const std::vector<ScoreRow>& rows,
+                       const PlotSpec& spec);
+
+// Legend names for policy specs: the policy's name alone where no other spec shares it, else the
+// name and the arguments that tell the specs of that name apart (a gate file by its stem), e.g.
+// "dbtrimkv:buffer=0,gates=runs/demo/dbtrimkv.safetensors" -> "dbtrimkv".
+std::map<std::string, std::string> short_policy_labels(const std::vector<std::string>& specs);
 
 }  // namespace retain

@@ -48,7 +48,8 @@ int run_ppl_command(const PplCommandOptions& o) {
   }
   write_scores(o.out_dir, "ppl", rows);
   if (!o.policies.empty())
-    write_score_plot(fs::path(o.out_dir) / "plot.png", rows, "ppl", "perplexity vs budget");
+    write_score_plots(o.out_dir, rows,
+                      {"perplexity", "perplexity", {{"ppl", "perplexity"}}, "peak_kv_bytes"});
   std::printf("%-12s %-8s %10s %9s %8s\n", "policy", "budget", "ppl", "nll", "tokens");
   for (const auto& r : rows)
     std::printf("%-12s %-8s %10.4f %9.5f %8lld\n", r.policy.c_str(),

@@ -92,8 +92,14 @@ int run_score_command(const ScoreCommandOptions& o) {
   fs::path out = o.out.empty() ? fs::path(o.predictions).parent_path() : fs::path(o.out);
   if (out.empty()) out = ".";
   write_scores(out, o.benchmark, rows);
-  write_score_plot(out / "plot.png", rows, o.benchmark == "longbench" ? "avg" : "overall",
-                   o.benchmark + " vs budget");
+  PlotSpec plot{
+      o.benchmark, "score", {{o.benchmark == "longbench" ? "avg" : "overall", "overall"}}, ""};
+  if (!rows.empty()) {
+    for (const auto& [metric, value] : rows.front().metrics.items())
+      if (metric != plot.panels.front().metric && value.is_number())
+        plot.panels.push_back({metric, metric});
+    write_score_plots(out, rows, plot);
+  }
   print_score_table(rows);
   log_info("wrote ", (out / "scores.json").string());
   return 0;

@@ -1,6 +1,7 @@
 #include "eval/scores.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <set>
 #include <sstream>
@@ -9,15 +10,39 @@
 
 namespace retain {
 
+ScoreRow score_row(std::string policy, std::optional<double> budget, Json aggregate) {
+  ScoreRow row{std::move(policy), budget, std::move(aggregate)};
+  if (row.metrics.contains("intervals")) {
+    row.intervals = std::move(row.metrics["intervals"]);
+    row.metrics.erase("intervals");
+  }
+  return row;
+}
+
+std::pair<double, double> wilson_interval_percent(int64_t correct, int64_t total) {
+  RETAIN_CHECK(total > 0 && correct >= 0 && correct <= total,
+               "an interval needs 0 <= correct <= total and total > 0; got ", correct, " of ",
+               total);
+  constexpr double z = 1.959963984540054;  // the normal distribution's 97.5% quantile
+  const double n = static_cast<double>(total), p = static_cast<double>(correct) / n;
+  const double denominator = 1 + z * z / n;
+  const double center = (p + z * z / (2 * n)) / denominator;
+  const double half = z * std::sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator;
+  return {100 * std::max(0.0, center - half), 100 * std::min(1.0, center + half)};
+}
+
 void write_scores(const fs::path& dir, const std::string& benchmark,
                   const std::vector<ScoreRow>& rows, const Json& run) {
   Json results = Json::array();
-  std::set<std::string> columns;
+  std::set<std::string> columns, interval_columns;
   for (const auto& row : rows) {
-    results.push_back({{"policy", row.policy},
-                       {"budget", row.budget ? Json(*row.budget) : Json(nullptr)},
-                       {"metrics", row.metrics}});
+    Json result = {{"policy", row.policy},
+                   {"budget", row.budget ? Json(*row.budget) : Json(nullptr)},
+                   {"metrics", row.metrics}};
+    if (!row.intervals.empty()) result["intervals"] = row.intervals;
+    results.push_back(std::move(result));
     for (const auto& [key, _] : row.metrics.items()) columns.insert(key);
+    for (const auto& [key, _] : row.intervals.items()) interval_columns.insert(key);
   }
   Json scores = {{"benchmark", benchmark}, {"results", results}};
   if (!run.is_null()) scores["run"] = run;
@@ -26,11 +51,18 @@ void write_scores(const fs::path& dir, const std::string& benchmark,
   std::ostringstream csv;
   csv << "policy,budget";
   for (const auto& c : columns) csv << "," << c;
+  for (const auto& c : interval_columns) csv << "," << c << "_lo," << c << "_hi";
   csv << "\n";
   for (const auto& row : rows) {
     csv << row.policy << "," << (row.budget ? std::to_string(*row.budget) : "");
     for (const auto& c : columns)
       csv << "," << (row.metrics.contains(c) ? row.metrics[c].dump() : "");
+    for (const auto& c : interval_columns) {
+      if (row.intervals.contains(c))
+        csv << "," << row.intervals[c][0].dump() << "," << row.intervals[c][1].dump();
+      else
+        csv << ",,";
+    }
     csv << "\n";
   }
   write_text_file_atomic(dir / "scores.csv", csv.str());
@@ -44,22 +76,32 @@ void print_score_table(const std::vector<ScoreRow>& rows, std::vector<std::strin
   for (const auto& r : rows)
     policy_width = std::max(policy_width, static_cast<int>(r.policy.size()));
   std::printf("%-*s %-8s", policy_width, "policy", "budget");
+  // A cell: the value with two decimals, and "(lo-hi)" rounded to integers where known.
+  auto cell = [](const ScoreRow& r, const std::string& column) -> std::string {
+    if (!r.metrics.contains(column) || !r.metrics[column].is_number()) return "-";
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.2f", r.metrics[column].get<double>());
+    std::string out = buf;
+    if (r.intervals.contains(column)) {
+      std::snprintf(buf, sizeof(buf), " (%.0f-%.0f)", r.intervals[column][0].get<double>(),
+                    r.intervals[column][1].get<double>());
+      out += buf;
+    }
+    return out;
+  };
   std::vector<int> widths;
   for (const auto& c : columns) {
-    widths.push_back(std::max(10, static_cast<int>(c.size())));
+    int width = std::max(10, static_cast<int>(c.size()));
+    for (const auto& r : rows) width = std::max(width, static_cast<int>(cell(r, c).size()));
+    widths.push_back(width);
     std::printf(" %*s", widths.back(), c.c_str());
   }
   std::printf("\n");
   for (const auto& r : rows) {
     std::printf("%-*s %-8s", policy_width, r.policy.c_str(),
                 r.budget ? str_cat(*r.budget).c_str() : "-");
-    for (size_t c = 0; c < columns.size(); ++c) {
-      const Json* v = r.metrics.contains(columns[c]) ? &r.metrics[columns[c]] : nullptr;
-      if (v != nullptr && v->is_number())
-        std::printf(" %*.2f", widths[c], v->get<double>());
-      else
-        std::printf(" %*s", widths[c], "-");
-    }
+    for (size_t c = 0; c < columns.size(); ++c)
+      std::printf(" %*s", widths[c], cell(r, columns[c]).c_str());
     std::printf("\n");
   }
 }

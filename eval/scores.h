@@ -1,10 +1,13 @@
 // The results schema every `retain eval` writes:
-//   DIR/scores.json  {"benchmark": B, "results": [{"policy", "budget", "metrics": {...}}, ...]}
-//   DIR/scores.csv   policy,budget,<metric columns...>
+//   DIR/scores.json  {"benchmark": B, "results": [{"policy", "budget", "metrics": {...},
+//                     "intervals": {metric: [lo, hi], ...}}, ...]}  (intervals where known)
+//   DIR/scores.csv   policy,budget,<metric columns...>,<metric>_lo,<metric>_hi...
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/json.h"
@@ -13,16 +16,26 @@ namespace retain {
 
 struct ScoreRow {
   std::string policy;
-  std::optional<double> budget;  // null for the full cache
-  Json metrics;                  // flat object of numbers
+  std::optional<double> budget;     // null for the full cache
+  Json metrics;                     // flat object of numbers
+  Json intervals = Json::object();  // metric -> [lo, hi], a 95% interval
 };
+
+// A row from a benchmark's aggregate, whose "intervals" object (if any) moves to
+// ScoreRow::intervals.
+ScoreRow score_row(std::string policy, std::optional<double> budget, Json aggregate);
+
+// The 95% Wilson score interval of a proportion, in percent: correct of total answers. Unlike
+// the normal approximation it stays inside [0, 100] and is not empty at 0 or all correct.
+std::pair<double, double> wilson_interval_percent(int64_t correct, int64_t total);
 
 void write_scores(const fs::path& dir, const std::string& benchmark,
                   const std::vector<ScoreRow>& rows, const Json& run = nullptr);
 
 // Prints the rows as an aligned table on stdout: policy, budget, then `columns` (metric names;
-// empty: every metric of the first row), two decimals. The policy column is as wide as the longest
-// spec, so "dbtrimkv:buffer=0,gates=..." keeps the table straight.
+// empty: every metric of the first row), two decimals, and a metric's 95% interval as
+// "(lo-hi)" beside it where the row has one. The policy column is as wide as the longest spec, so
+// "dbtrimkv:buffer=0,gates=..." keeps the table straight.
 void print_score_table(const std::vector<ScoreRow>& rows, std::vector<std::string> columns = {});
 
 }  // namespace retain

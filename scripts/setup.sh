@@ -10,7 +10,7 @@ VENV="$RETAIN_HOME/venv"
 APT_PACKAGES=(
   cmake ninja-build ccache g++ pkg-config clang-14 libclang-rt-14-dev clang-format python3-venv
   libsentencepiece-dev sentencepiece libhdf5-dev libyaml-cpp-dev nlohmann-json3-dev
-  libutf8proc-dev libcli11-dev libgtest-dev zlib1g-dev curl
+  libutf8proc-dev libcli11-dev libgtest-dev zlib1g-dev libcairo2-dev curl
 )
 # Python packages, pinned: torch must be the same version on every machine (GPU machines too).
 PIP_PACKAGES=(

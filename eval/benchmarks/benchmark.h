@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/json.h"
+#include "eval/plot.h"
 #include "eval/policies/policy_registry.h"
 #include "eval/sweep.h"
 #include "model/generate.h"
@@ -105,8 +106,8 @@ class Benchmark {
 
   // A cell's metrics from its records, in unit order.
   virtual Json aggregate(const std::vector<Json>& records) const = 0;
-  virtual std::string plot_metric() const = 0;
-  virtual std::string plot_title() const = 0;
+  // The figures' panels (the headline metric first), title and memory metric (eval/plot.h).
+  virtual PlotSpec plot() const = 0;
   // The table's metric columns (empty: every metric).
   virtual std::vector<std::string> table_columns() const { return {}; }
 };

@@ -157,8 +157,12 @@ class Dialogue final : public Benchmark {
           python_round(100 * all[k] / static_cast<double>(std::max<int64_t>(all_n, 1)), 2);
     return metrics;
   }
-  std::string plot_metric() const override { return "f1"; }
-  std::string plot_title() const override { return "dialogue: F1 vs budget"; }
+  PlotSpec plot() const override {
+    return {"dialogue",
+            "score (x 100)",
+            {{"f1", "F1"}, {"em", "exact match"}, {"rouge_l", "ROUGE-L"}},
+            ""};
+  }
 
  private:
   DialogueOptions o_;

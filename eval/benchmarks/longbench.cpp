@@ -202,8 +202,11 @@ class LongBench final : public Benchmark {
     return longbench_metrics(records, o_.e,
                              [](size_t i) { return str_cat("predictions.jsonl record ", i); });
   }
-  std::string plot_metric() const override { return "avg"; }
-  std::string plot_title() const override { return "longbench: average score vs budget"; }
+  PlotSpec plot() const override {
+    PlotSpec spec{o_.e ? "LongBench-E" : "LongBench", "score", {{"avg", "average"}}, ""};
+    for (const auto& d : datasets_) spec.panels.push_back({d, d});
+    return spec;
+  }
 
  private:
   struct Record {

@@ -153,8 +153,17 @@ class LongBenchV2 final : public Benchmark {
     return longbench_v2_metrics(records,
                                 [](size_t i) { return str_cat("predictions.jsonl record ", i); });
   }
-  std::string plot_metric() const override { return "overall"; }
-  std::string plot_title() const override { return "longbench-v2 vs budget"; }
+  PlotSpec plot() const override {
+    return {"LongBench v2",
+            "accuracy (%)",
+            {{"overall", "overall"},
+             {"easy", "easy"},
+             {"hard", "hard"},
+             {"short", "short"},
+             {"medium", "medium"},
+             {"long", "long"}},
+            ""};
+  }
 
  private:
   LongBenchV2Options o_;

@@ -231,7 +231,7 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
     }
     std::vector<Json> cell_records;
     for (auto& r : records) cell_records.push_back(std::move(*r));
-    rows.push_back({cell.policy, cell.budget, benchmark.aggregate(cell_records)});
+    rows.push_back(score_row(cell.policy, cell.budget, benchmark.aggregate(cell_records)));
   }
   bar.finish();
   const double rate =
@@ -241,7 +241,7 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
                 {"generation_seconds", generation_seconds},
                 {"generated_per_s", rate},
                 {"batch_size", s.batch_size}});
-  write_score_plot(out / "plot.png", rows, benchmark.plot_metric(), benchmark.plot_title());
+  write_score_plots(out, rows, benchmark.plot());
   print_score_table(rows, benchmark.table_columns());
   log_info("generated ", generated, " ", benchmark.unit_name(), " in ", generation_seconds, " s (",
            rate, " per s, batch size ", s.batch_size, ", model load and set-up aside)");

@@ -147,15 +147,23 @@ class SyntheticBenchmark final : public Benchmark {
     }
     const auto n = static_cast<double>(std::max<size_t>(records.size(), 1));
     Json metrics = Json::object();
+    Json intervals = Json::object();  // 95% Wilson intervals over the questions
     int64_t all_correct = 0, all = 0;
     for (const auto& [task, ct] : per_task) {
       metrics["em_" + task] =
           100.0 * static_cast<double>(ct.first) / static_cast<double>(ct.second);
+      const auto [lo, hi] = wilson_interval_percent(ct.first, ct.second);
+      intervals["em_" + task] = {lo, hi};
       all_correct += ct.first;
       all += ct.second;
     }
     metrics["em"] =
         100.0 * static_cast<double>(all_correct) / static_cast<double>(std::max<int64_t>(all, 1));
+    if (all > 0) {
+      const auto [lo, hi] = wilson_interval_percent(all_correct, all);
+      intervals["em"] = {lo, hi};
+    }
+    metrics["intervals"] = intervals;
     metrics["peak_kv_bytes"] = peak_sum / n;
     // The worst case over the predictions: at most budget + buffer + 1 per head (docs/evaluation.md).
     metrics["max_attended_entries"] = max_attended;
@@ -165,8 +173,11 @@ class SyntheticBenchmark final : public Benchmark {
     return metrics;
   }
 
-  std::string plot_metric() const override { return "em"; }
-  std::string plot_title() const override { return "synthetic: exact match vs budget"; }
+  PlotSpec plot() const override {
+    PlotSpec spec{"synthetic tasks", "exact match (%)", {{"em", "all tasks"}}, "peak_kv_bytes"};
+    for (const auto& task : o_.tasks) spec.panels.push_back({"em_" + task, task});
+    return spec;
+  }
   std::vector<std::string> table_columns() const override {
     std::vector<std::string> columns = {"em"};
     for (const auto& task : o_.tasks) columns.push_back("em_" + task);
