@@ -43,6 +43,10 @@ void register_synth(CLI::App& app, Commands& commands) {
   cmd->add_option("--heldout-count", o->heldout_count, "held-out examples per task")
       ->check(kNonNegative)
       ->capture_default_str();
+  cmd->add_option("--heldout-questions", o->heldout_questions,
+                  "instead of --heldout-count: the fewest examples per task that ask at least N "
+                  "questions (a multi example asks --multi-questions)")
+      ->check(kNonNegative);
   cmd->add_option("--heldout-words", lists->heldout_words, "held-out context words")
       ->capture_default_str();
   cmd->add_option("--key-chars", o->spec.key_chars, "characters of a key")->capture_default_str();

@@ -66,6 +66,10 @@ int run_synth(const SynthOptions& o) {
                  "synth: a training part needs a positive --train-count and a --train-words "
                  "range MIN <= MAX");
   RETAIN_CHECK(o.heldout_count >= 0, "synth: --heldout-count must be >= 0 (0: no held-out file)");
+  RETAIN_CHECK(o.heldout_questions >= 0,
+               "synth: --heldout-questions must be >= 0 (0: use "
+               "--heldout-count), found ",
+               o.heldout_questions);
   RETAIN_CHECK(o.vocab_size == 0 || o.vocab_size >= 64, "synth: --vocab-size ", o.vocab_size,
                " is too small (at least 64, or 0 for no tokenizer)");
   check_tasks(o.train_tasks, "--train-tasks");
@@ -125,11 +129,16 @@ int run_synth(const SynthOptions& o) {
       RETAIN_CHECK(train.good(), (tmp / "train.jsonl").string(), ": write failed");
     }
     int64_t heldout_examples = 0;
-    if (o.heldout_count > 0) {
+    auto heldout_examples_of = [&](const std::string& task) -> int64_t {
+      if (o.heldout_questions == 0) return o.heldout_count;
+      const int64_t per_example = task == "multi" ? o.spec.multi_questions : 1;
+      return (o.heldout_questions + per_example - 1) / per_example;
+    };
+    if (o.heldout_count > 0 || o.heldout_questions > 0) {
       std::ofstream heldout(tmp / "heldout.jsonl");
       for (const auto& task : o.heldout_tasks)
-        for (const auto& ex :
-             make_synthetic(task, o.heldout_count, o.heldout_words, o.heldout_seed, o.spec)) {
+        for (const auto& ex : make_synthetic(task, heldout_examples_of(task), o.heldout_words,
+                                             o.heldout_seed, o.spec)) {
           heldout << synthetic_to_json(ex).dump() << "\n";
           ++heldout_examples;
         }

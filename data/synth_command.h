@@ -38,6 +38,10 @@ struct SynthOptions {
   int64_t train_multi_facts_min = 0, train_multi_facts_max = 0;
   std::vector<std::string> heldout_tasks = {"kv", "vars", "needle", "multi"};
   int64_t heldout_count = 20;  // examples per task (0: no held-out file)
+  // When > 0, instead of heldout_count: each task gets the fewest examples that ask at least
+  // this many questions (a multi example asks spec.multi_questions), so every task's score
+  // rests on as many answers.
+  int64_t heldout_questions = 0;
   int64_t heldout_words = 600;
   int64_t vocab_size = 0;  // 0: no tokenizer
   bool force = false;      // replace an existing OUT

@@ -229,6 +229,15 @@ done
 # Flags after --config override the file: 3 held-out examples per task, 4 tasks.
 [ "$(wc -l < "$syn/heldout.jsonl")" -eq 12 ] || { echo "FAIL synth --heldout-count did not override the config"; failures=$((failures + 1)); }
 [ "$(wc -l < "$syn/train.jsonl")" -eq 48 ] || { echo "FAIL synth train parts: $(wc -l < "$syn/train.jsonl") documents"; failures=$((failures + 1)); }
+# --heldout-questions 7: 7 examples of kv, vars and needle, 3 of multi (3 questions each: 9 >= 7).
+check synth-heldout-questions "$retain" synth --config "$work/synth.yaml" --heldout-questions 7 \
+  --multi-questions 3 --vocab-size 0 --out "$work/synth-q"
+python3 - "$work/synth-q/heldout.jsonl" <<'PY' || failures=$((failures + 1))
+import collections, json, sys
+tasks = collections.Counter(json.loads(l)["task"] for l in open(sys.argv[1]))
+want = {"kv": 7, "vars": 7, "needle": 7, "multi": 3}
+assert tasks == want, f"FAIL synth --heldout-questions 7 wrote {dict(tasks)}, expected {want}"
+PY
 check_error synth-exists "already exists" "$retain" synth --config "$work/synth.yaml" --out "$syn"
 check_error synth-same-seed "would repeat the training corpus" "$retain" synth --seed 4 --heldout-seed 4 --out "$work/s2"
 check_error synth-bad-range "the range '9:3' is empty" "$retain" synth --train-words 9:3 --out "$work/s2"

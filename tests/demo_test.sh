@@ -7,7 +7,7 @@ set -euo pipefail
 src="$1"; retain="$2"; work="$3"
 rm -rf "$work" && mkdir -p "$work"
 demo=(make --no-print-directory -C "$src" demo-steps DEMO="$work" RETAIN="$retain"
-  SYNTH_FLAGS="--heldout-count 6 --heldout-words 60"
+  SYNTH_FLAGS="--heldout-questions 6 --heldout-words 60"
   SYNTH_LONG_FLAGS="--train-count 30 --train-words 40:120"
   BASE_FLAGS="train.steps=600 optim.min_lr=6.0e-3 checkpoint.every=300"
   BASE_LONG_FLAGS="train.steps=20 data.seq_len=256 checkpoint.every=20"
@@ -17,7 +17,7 @@ demo=(make --no-print-directory -C "$src" demo-steps DEMO="$work" RETAIN="$retai
 for f in data/train.jsonl data/heldout.jsonl data/tokenizer.model data/synth.json \
   data-long/train.jsonl init/config.json shards/prep.json shards-long/prep.json \
   model-short/model.safetensors model/model.safetensors trimkv.safetensors dbtrimkv.safetensors \
-  scores.json scores.csv plot.png predictions.jsonl config.yaml; do
+  scores.json scores.csv plot.png plot.svg memory.png memory.svg predictions.jsonl config.yaml; do
   [ -s "$work/$f" ] || { echo "FAIL missing $f"; exit 1; }
 done
 echo "ok   every artefact is there"
@@ -33,7 +33,10 @@ full = rows[("full", None)]["metrics"]
 # Values are 2-digit numbers: a guess is right 1 time in 90. The reduced model is trained for
 # seconds, so only the copy tasks (needle, one-fact multi turns) are expected to be solved.
 assert full["em_needle"] >= 50, f"full-cache needle exact match {full['em_needle']} (chance ~1%)"
-print(f"ok   full cache: em {full['em']:.1f}, needle {full['em_needle']:.1f} (chance ~1%)")
+lo, hi = rows[("full", None)]["intervals"]["em_needle"]
+assert lo <= full["em_needle"] <= hi, ("the interval misses its score", lo, hi, full)
+print(f"ok   full cache: em {full['em']:.1f}, needle {full['em_needle']:.1f} "
+      f"(95% interval {lo:.0f}-{hi:.0f}; chance ~1%)")
 # Budgets: a policy's cache may hold budget + buffer entries per head between evictions, plus the
 # tokens of one prefill chunk; the peak must stay below the full cache's.
 for (p, b), r in rows.items():

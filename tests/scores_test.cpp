@@ -18,9 +18,9 @@ TEST(Scores, WilsonIntervalsMatchNewcombesTable) {
     int64_t correct, total;
     double lo, hi;
   };
-  for (const Case& c : {Case{81, 263, 25.53, 36.62}, Case{15, 148, 6.24, 16.05},
-                        Case{0, 20, 0.0, 16.11}, Case{1, 29, 0.61, 17.18},
-                        Case{29, 29, 88.30, 100.0}}) {
+  for (const Case& c :
+       {Case{81, 263, 25.53, 36.62}, Case{15, 148, 6.24, 16.05}, Case{0, 20, 0.0, 16.11},
+        Case{1, 29, 0.61, 17.18}, Case{29, 29, 88.30, 100.0}}) {
     const auto [lo, hi] = wilson_interval_percent(c.correct, c.total);
     EXPECT_NEAR(lo, c.lo, 0.006) << c.correct << "/" << c.total;
     EXPECT_NEAR(hi, c.hi, 0.006) << c.correct << "/" << c.total;
@@ -32,8 +32,7 @@ TEST(Scores, WilsonIntervalsMatchNewcombesTable) {
 TEST(Scores, IntervalsTravelFromTheAggregateToEveryOutput) {
   testing::TempDir tmp;
   const fs::path& dir = tmp.path();
-  Json aggregate = {{"em", 50.0}, {"peak_kv_bytes", 2048.0},
-                    {"intervals", {{"em", {25.4, 74.6}}}}};
+  Json aggregate = {{"em", 50.0}, {"peak_kv_bytes", 2048.0}, {"intervals", {{"em", {25.4, 74.6}}}}};
   std::vector<ScoreRow> rows = {score_row("full", std::nullopt, aggregate),
                                 score_row("snapkv:window=4", 0.1, {{"em", 25.0}})};
   EXPECT_FALSE(rows[0].metrics.contains("intervals"));
@@ -61,8 +60,8 @@ TEST(Scores, IntervalsTravelFromTheAggregateToEveryOutput) {
 TEST(Plot, ShortPolicyNamesKeepOnlyWhatTellsSpecsApart) {
   const auto labels = short_policy_labels(
       {"full", "streaming:buffer=0", "dbtrimkv:buffer=0,gates=runs/demo/dbtrimkv.safetensors",
-       "snapkv:buffer=0,window=8", "snapkv:buffer=0,window=32",
-       "trimkv:gates=a/one.safetensors", "trimkv:gates=b/two.safetensors", "h2o", "h2o:buffer=0"});
+       "snapkv:buffer=0,window=8", "snapkv:buffer=0,window=32", "trimkv:gates=a/one.safetensors",
+       "trimkv:gates=b/two.safetensors", "h2o", "h2o:buffer=0"});
   EXPECT_EQ(labels.at("full"), "full");
   EXPECT_EQ(labels.at("streaming:buffer=0"), "streaming");
   EXPECT_EQ(labels.at("dbtrimkv:buffer=0,gates=runs/demo/dbtrimkv.safetensors"), "dbtrimkv");
@@ -86,16 +85,20 @@ TEST(Plot, WritesSmallMultiplesAndTheMemoryFigureAsPngAndSvg) {
   const fs::path& dir = tmp.path();
   std::vector<ScoreRow> rows;
   rows.push_back(score_row("full", std::nullopt,
-                           {{"em", 80.0}, {"em_kv", 90.0}, {"peak_kv_bytes", 1.0e6},
+                           {{"em", 80.0},
+                            {"em_kv", 90.0},
+                            {"peak_kv_bytes", 1.0e6},
                             {"intervals", {{"em", {70.0, 88.0}}}}}));
   for (double b : {0.05, 0.1, 0.2})
     for (const std::string policy : {"streaming:buffer=0", "dbtrimkv:gates=x/g.safetensors"})
       rows.push_back(score_row(policy, b,
-                               {{"em", 100 * b}, {"em_kv", 200 * b}, {"peak_kv_bytes", 1.0e6 * b},
+                               {{"em", 100 * b},
+                                {"em_kv", 200 * b},
+                                {"peak_kv_bytes", 1.0e6 * b},
                                 {"intervals", {{"em", {50 * b, 150 * b}}}}}));
-  write_score_plots(dir, rows,
-                    {"synthetic", "exact match (%)", {{"em", "all"}, {"em_kv", "kv"}},
-                     "peak_kv_bytes"});
+  write_score_plots(
+      dir, rows,
+      {"synthetic", "exact match (%)", {{"em", "all"}, {"em_kv", "kv"}}, "peak_kv_bytes"});
   for (const std::string stem : {"plot", "memory"}) {
     const std::string png = read_all(dir / (stem + ".png"));
     ASSERT_GT(png.size(), 1000u) << stem;
