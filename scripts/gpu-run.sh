@@ -202,6 +202,11 @@ smoke() (  # a subshell: it changes directory
     $r generate --model model --device cuda --prompt-ids "$(seq -s, 3 400)" --max-new-tokens 64 \
       --ignore-eos --json --policy $p --budget 48 --chunk 64 "${gates[@]}" || return 1
   done
+  # A batched evaluation sweep with its table, intervals and figures (cairo) on the GPU.
+  echo "-- eval synthetic"
+  $r eval synthetic --model model --device cuda --policy full,snapkv,dbtrimkv --gates gates.safetensors \
+    --budget 0.2 --count 4 --words 120 --batch-size 4 --out eval-synthetic &&
+    ls eval-synthetic/plot.png eval-synthetic/plot.svg eval-synthetic/memory.png
 )
 suite() { (cd "$BUILD" && timeout "${SUITE_TIMEOUT:-420}" ctest --output-on-failure -j 8 --timeout 300 -E _CUDA); }
 
