@@ -18,9 +18,17 @@ namespace {
 void register_ppl(CLI::App* eval, Commands& commands) {
   auto o = std::make_shared<PplCommandOptions>();
   auto sweep = std::make_shared<SweepFlags>();
-  auto* cmd = eval->add_subcommand("ppl", "perplexity of a text file");
+  auto* cmd = eval->add_subcommand("ppl", "perplexity of a text file or of JSONL documents");
   add_model_flags(cmd, o->model);
-  cmd->add_option("--text", o->text_file, "UTF-8 text file")->required();
+  auto* text = cmd->add_option("--text", o->text_file, "UTF-8 text file");
+  auto* jsonl = cmd->add_option("--jsonl", o->jsonl_file,
+                                "documents, one JSON object per line (each its own cache)");
+  text->excludes(jsonl);
+  cmd->add_option("--field", o->field, "with --jsonl: the field holding the text")
+      ->capture_default_str();
+  cmd->add_option("--score-spans", o->score_spans,
+                  "with --jsonl: score only the tokens of this field's [begin, end] byte ranges "
+                  "(retain synth's answer_spans)");
   cmd->add_option("--max-length", o->max_length, "window length (0: whole text)")
       ->check(kNonNegative);
   cmd->add_option("--stride", o->stride, "window stride (0: max-length)")->check(kNonNegative);

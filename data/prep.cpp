@@ -7,6 +7,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/progress.h"
+#include "data/answer_spans.h"
 #include "data/shards.h"
 #include "model/chat_template.h"
 #include "model/tokenizer.h"
@@ -106,29 +107,12 @@ Document chat_document(const Json& line, const ChatTemplate& tmpl, const Tokeniz
 // split prefixes ending at these boundaries the same way as the whole text).
 Document spans_document(const std::string& text, const Json& spans, const Tokenizer& tokenizer,
                         const std::string& where, const std::string& field) {
-  RETAIN_CHECK(spans.is_array(), where, ": field '", field,
-               "' must be an array of [begin, end] byte ranges");
   Document doc{tokenizer.encode_with_special_tokens(text), {}};
-  doc.mask.assign(doc.ids.size(), 0);
-  const auto size = static_cast<int64_t>(text.size());
-  int64_t last_end = 0;
-  for (const auto& span : spans) {
-    RETAIN_CHECK(span.is_array() && span.size() == 2 && span[0].is_number_integer() &&
-                     span[1].is_number_integer(),
-                 where, ": field '", field, "': expected [begin, end], found ", span.dump());
-    const int64_t begin = span[0].get<int64_t>(), end = span[1].get<int64_t>();
-    RETAIN_CHECK(0 <= begin && begin < end && end <= size && begin >= last_end, where, ": field '",
-                 field, "': range [", begin, ", ", end, "] is empty, out of the text (", size,
-                 " bytes) or overlaps the previous one");
-    last_end = end;
-    auto count = [&](int64_t bytes) {
-      return std::min(doc.ids.size(),
-                      tokenizer.encode_prompt(text.substr(0, static_cast<size_t>(bytes))).size());
-    };
-    for (size_t k = count(begin); k < count(end); ++k) doc.mask[k] = 1;
-  }
+  doc.mask = answer_span_mask(text, spans, doc.ids.size(), tokenizer, where, field);
+  const bool ends_in_span =
+      !spans.empty() && spans.back()[1].get<int64_t>() == static_cast<int64_t>(text.size());
   if (end_with_eos(doc, tokenizer, /*masked=*/true))
-    doc.mask.back() = last_end == size ? 1 : 0;  // a text ending in an answer learns to stop
+    doc.mask.back() = ends_in_span ? 1 : 0;  // a text ending in an answer learns to stop
   return doc;
 }
 

@@ -100,6 +100,7 @@ int run_synth(const SynthOptions& o) {
            return parts;
          }()},
         {"heldout_words", o.heldout_words},
+        {"heldout_questions", o.heldout_questions},
         {"vocab_size", o.vocab_size}};
     std::vector<std::string> sentences;
     int64_t train_docs = 0, train_words = 0;

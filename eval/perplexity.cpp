@@ -3,6 +3,7 @@
 #include <c10/core/InferenceMode.h>
 
 #include <cmath>
+#include <optional>
 
 #include "core/error.h"
 #include "core/progress.h"
@@ -51,15 +52,24 @@ PerplexityResult compute_perplexity(const Decoder& model, const std::vector<int6
 }
 
 PerplexityResult compute_streaming_perplexity(const Decoder& model, const std::vector<int64_t>& ids,
-                                              KvCache& cache, int64_t chunk) {
+                                              KvCache& cache, int64_t chunk,
+                                              const std::vector<uint8_t>* scored, bool progress) {
   const auto n = static_cast<int64_t>(ids.size());
   RETAIN_CHECK(n >= 2, "perplexity: need at least 2 tokens, found ", n);
   RETAIN_CHECK(chunk > 0, "perplexity: --chunk must be positive");
+  RETAIN_CHECK(scored == nullptr || scored->size() == ids.size(), "perplexity: ", ids.size(),
+               " tokens but ", scored ? scored->size() : 0, " score flags");
   c10::InferenceMode guard;
   auto all = at::tensor(ids, at::kLong);
+  // Per target token (ids[1..]): 1 where it is scored.
+  at::Tensor target_scored;
+  if (scored != nullptr)
+    target_scored = at::tensor(std::vector<uint8_t>(scored->begin() + 1, scored->end()), at::kByte)
+                        .to(at::kBool);
   double total_nll = 0;
   PerplexityResult result;
-  ProgressBar bar("ppl", n - 1, "tok");
+  std::optional<ProgressBar> bar;
+  if (progress) bar.emplace("ppl", n - 1, "tok");
   for (int64_t begin = 0; begin < n - 1; begin += chunk) {
     const int64_t len = std::min(chunk, n - 1 - begin);  // the last token is only a target
     auto hidden =
@@ -69,17 +79,21 @@ PerplexityResult compute_streaming_perplexity(const Decoder& model, const std::v
             .squeeze(0);
     auto logits = model.logits(hidden);  // (len, V): row i predicts token begin + i + 1
     auto targets = all.narrow(0, begin + 1, len).to(logits.device());
-    total_nll -= at::log_softmax(logits, -1)
-                     .gather(1, targets.unsqueeze(1))
-                     .sum()
-                     .to(at::kDouble)
-                     .item<double>();
-    result.tokens += len;
+    auto logp =
+        at::log_softmax(logits, -1).gather(1, targets.unsqueeze(1)).squeeze(1).to(at::kDouble);
+    if (target_scored.defined()) {
+      auto picked = logp.masked_select(target_scored.narrow(0, begin, len).to(logp.device()));
+      total_nll -= picked.sum().item<double>();
+      result.tokens += picked.numel();
+    } else {
+      total_nll -= logp.sum().item<double>();
+      result.tokens += len;
+    }
     result.windows += 1;
-    bar.update(len);
+    if (bar) bar->update(len);
   }
-  bar.finish();
-  result.nll = total_nll / static_cast<double>(result.tokens);
+  if (bar) bar->finish();
+  result.nll = result.tokens > 0 ? total_nll / static_cast<double>(result.tokens) : 0.0;
   result.ppl = std::exp(result.nll);
   return result;
 }

@@ -30,8 +30,12 @@ PerplexityResult compute_perplexity(const Decoder& model, const std::vector<int6
 // Perplexity with the KV cache carried along: the text goes through `cache` in chunks of `chunk`
 // tokens (an evicting cache evicts after each), every token after the first is scored once, with
 // whatever context the cache kept. With the full cache this equals compute_perplexity over one
-// window.
+// window. `scored` (one flag per token of `ids`): only the tokens flagged are scored (e.g. the
+// answers of a document, whose prediction needs far context); tokens == 0 when none is.
+// `progress`: a progress bar over the tokens.
 PerplexityResult compute_streaming_perplexity(const Decoder& model, const std::vector<int64_t>& ids,
-                                              KvCache& cache, int64_t chunk);
+                                              KvCache& cache, int64_t chunk,
+                                              const std::vector<uint8_t>* scored = nullptr,
+                                              bool progress = true);
 
 }  // namespace retain

@@ -131,8 +131,8 @@ std::optional<std::pair<double, double>> interval_of(const ScoreRow& row,
 bool is_percent_metric(const std::string& metric, double lo, double hi) {
   return lo >= 0 && hi <= 100 &&
          (metric.rfind("em", 0) == 0 || metric.find("acc") != std::string::npos ||
-          metric.find("score") != std::string::npos || metric == "f1" || metric == "avg" ||
-          metric == "overall");
+          metric.find("score") != std::string::npos || metric == "f1" || metric == "rouge_l" ||
+          metric == "avg" || metric == "overall");
 }
 
 // The y axis of a panel: 0-100 for percentages, else the data's range (intervals included)

@@ -95,8 +95,11 @@ int run_score_command(const ScoreCommandOptions& o) {
   PlotSpec plot{
       o.benchmark, "score", {{o.benchmark == "longbench" ? "avg" : "overall", "overall"}}, ""};
   if (!rows.empty()) {
+    // One panel per dataset or split; LongBench-E's length buckets ("hotpotqa/0-4k") stay in
+    // the table.
     for (const auto& [metric, value] : rows.front().metrics.items())
-      if (metric != plot.panels.front().metric && value.is_number())
+      if (metric != plot.panels.front().metric && value.is_number() &&
+          metric.find('/') == std::string::npos)
         plot.panels.push_back({metric, metric});
     write_score_plots(out, rows, plot);
   }

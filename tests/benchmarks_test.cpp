@@ -287,6 +287,37 @@ TEST(StreamingPerplexity, FullCacheEqualsTransformersLossAndPoliciesStayBounded)
   EXPECT_LE(small.lengths(0).max().item<int64_t>(), 8 + 2);
 }
 
+// Scoring a subset of the tokens: the subsets' log-likelihoods add up to the whole text's, the
+// first token is never a target, and a budgeted cache scores the same tokens.
+TEST(StreamingPerplexity, ScoresOnlyTheFlaggedTokens) {
+  fs::path dir = testing::fixture_dir("hf") / "llama_gqa4_llama3";
+  Decoder model = Decoder::load(dir, {});
+  auto ref = SafetensorsFile::open(dir / "reference.safetensors");
+  auto ids_t = ref->tensor("input_ids").view({-1});
+  std::vector<int64_t> ids(ids_t.data_ptr<int64_t>(), ids_t.data_ptr<int64_t>() + ids_t.numel());
+  const auto n = ids.size();
+  std::vector<uint8_t> every_third(n, 0), rest(n, 1), first_only(n, 0);
+  for (size_t k = 0; k < n; k += 3) every_third[k] = 1, rest[k] = 0;
+  first_only[0] = 1;
+  auto run = [&](const std::vector<uint8_t>* scored) {
+    FullKvCache cache(model.config().num_layers);
+    return compute_streaming_perplexity(model, ids, cache, 8, scored, /*progress=*/false);
+  };
+  const auto all = run(nullptr), a = run(&every_third), b = run(&rest), none = run(&first_only);
+  EXPECT_EQ(a.tokens + b.tokens, all.tokens);
+  EXPECT_EQ(a.tokens, static_cast<int64_t>((n - 1) / 3));  // targets 3, 6, ...: token 0 is not one
+  EXPECT_NEAR(a.nll * a.tokens + b.nll * b.tokens, all.nll * all.tokens, 1e-6 * all.tokens);
+  EXPECT_EQ(none.tokens, 0);
+  EXPECT_EQ(none.nll, 0.0);
+  BudgetedKvCache small(model.config(), parse_policy("h2o:buffer=2,window=4"), 8, 8);
+  const auto evicted = compute_streaming_perplexity(model, ids, small, 8, &every_third, false);
+  EXPECT_EQ(evicted.tokens, a.tokens);
+  EXPECT_NE(evicted.nll, a.nll);
+  std::vector<uint8_t> short_mask(n - 1, 1);
+  FullKvCache cache(model.config().num_layers);
+  EXPECT_THROW(compute_streaming_perplexity(model, ids, cache, 8, &short_mask, false), Error);
+}
+
 // The persistent cache of a conversation gives the same answers as re-reading the whole history
 // with a fresh cache, in both history modes.
 TEST(Dialogue, PersistentCacheEqualsReReadingTheHistory) {

@@ -263,6 +263,26 @@ printf '{"text": "abc", "answer_spans": [[2, 9]]}\n' > "$work/badspans.jsonl"
 check_error prep-bad-span "badspans.jsonl:1: field 'answer_spans': range [2, 9] is empty, out of the text (3 bytes)" \
   "$retain" prep --tokenizer "$synmodel" --format jsonl --label-spans answer_spans --input "$work/badspans.jsonl" --out "$work/bs"
 [ ! -e "$work/bs" ] || { echo "FAIL prep left output after an error"; failures=$((failures + 1)); }
+# eval ppl on documents, scored on their answers only: each document its own cache.
+check eval-ppl-spans "$retain" eval ppl --model "$synmodel" --jsonl "$syn/train.jsonl" --score-spans answer_spans \
+  --policy full,random --budget 0.5 --chunk 16 --out "$work/synppl"
+python3 - "$work/synppl/scores.json" "$syn/train.jsonl" <<'PY' || failures=$((failures + 1))
+import json, sys
+rows = {r["policy"]: r["metrics"] for r in json.load(open(sys.argv[1]))["results"]}
+docs = sum(1 for _ in open(sys.argv[2]))
+answers = sum(len(json.loads(l)["answer_spans"]) for l in open(sys.argv[2]))
+full, rnd = rows["full"], rows["random"]
+# Each span is ": 42\n" (the answer with its colon and line end): 2 to 6 tokens of this small
+# tokenizer (digits may be split, and a token straddling a span's start belongs to it).
+assert 2 * answers <= full["tokens"] <= 6 * answers and full["tokens"] == rnd["tokens"], (full, answers)
+assert full["docs"] == docs == rnd["docs"] and abs(rnd["eviction_rate"] - 0.5) < 0.05, rnd
+print(f"ok   eval ppl --jsonl --score-spans: {full['tokens']} answer tokens of {docs} documents")
+PY
+check_error ppl-two-inputs "excludes" "$retain" eval ppl --model "$synmodel" --text "$work/text.txt" --jsonl "$syn/train.jsonl" --out "$work/pplx"
+check_error ppl-spans-text "--score-spans needs --jsonl" "$retain" eval ppl --model "$synmodel" --text "$work/text.txt" --score-spans answer_spans --out "$work/pplx"
+check_error ppl-no-input "give exactly one of --text and --jsonl" "$retain" eval ppl --model "$synmodel" --out "$work/pplx"
+check_error ppl-missing-spans "badspans.jsonl:1: field 'answers' (--score-spans) is missing" \
+  "$retain" eval ppl --model "$synmodel" --jsonl "$work/badspans.jsonl" --score-spans answers --out "$work/pplx"
 check eval-synthetic-data "$retain" eval synthetic --model "$synmodel" --data "$syn/heldout.jsonl" --tasks needle,kv --policy full,streaming:buffer=0 --budget 0.5 --max-new-tokens 2 --out "$work/synev"
 [ "$(wc -l < "$work/synev/predictions.jsonl")" -eq 12 ] || { echo "FAIL eval synthetic --data: $(wc -l < "$work/synev/predictions.jsonl") predictions"; failures=$((failures + 1)); }
 # --question-mode keep (kvpress's semantics): recorded in config.yaml and scores.json; every
