@@ -269,15 +269,26 @@ TEST(Synthetic, BatchedSweepPredictsWhatEachExampleAloneDoes) {
   }
 }
 
-TEST(StreamingPerplexity, FullCacheEqualsTransformersLossAndPoliciesStayBounded) {
+// The llama GQA-4 fixture, the ids of its transformers reference and the loss it computed.
+struct LlamaReference {
+  Decoder model;
+  std::vector<int64_t> ids;
+  double nll;
+};
+LlamaReference llama_reference() {
   fs::path dir = testing::fixture_dir("hf") / "llama_gqa4_llama3";
-  Decoder model = Decoder::load(dir, {});
   auto ref = SafetensorsFile::open(dir / "reference.safetensors");
   auto ids_t = ref->tensor("input_ids").view({-1});
-  std::vector<int64_t> ids(ids_t.data_ptr<int64_t>(), ids_t.data_ptr<int64_t>() + ids_t.numel());
+  return {
+      Decoder::load(dir, {}),
+      std::vector<int64_t>(ids_t.data_ptr<int64_t>(), ids_t.data_ptr<int64_t>() + ids_t.numel()),
+      ref->tensor("nll").item<double>()};
+}
+
+TEST(StreamingPerplexity, FullCacheEqualsTransformersLossAndPoliciesStayBounded) {
+  auto [model, ids, expected] = llama_reference();
   FullKvCache full(model.config().num_layers);
   auto r = compute_streaming_perplexity(model, ids, full, 8);  // 5 chunks, the last one partial
-  double expected = ref->tensor("nll").item<double>();
   EXPECT_LE(std::abs(r.nll - expected) / expected, 1e-5);
   EXPECT_EQ(r.tokens, static_cast<int64_t>(ids.size()) - 1);
   BudgetedKvCache small(model.config(), parse_policy("h2o:buffer=2,window=4"), 8, 8);
@@ -290,11 +301,7 @@ TEST(StreamingPerplexity, FullCacheEqualsTransformersLossAndPoliciesStayBounded)
 // Scoring a subset of the tokens: the subsets' log-likelihoods add up to the whole text's, the
 // first token is never a target, and a budgeted cache scores the same tokens.
 TEST(StreamingPerplexity, ScoresOnlyTheFlaggedTokens) {
-  fs::path dir = testing::fixture_dir("hf") / "llama_gqa4_llama3";
-  Decoder model = Decoder::load(dir, {});
-  auto ref = SafetensorsFile::open(dir / "reference.safetensors");
-  auto ids_t = ref->tensor("input_ids").view({-1});
-  std::vector<int64_t> ids(ids_t.data_ptr<int64_t>(), ids_t.data_ptr<int64_t>() + ids_t.numel());
+  auto [model, ids, reference_nll] = llama_reference();
   const auto n = ids.size();
   std::vector<uint8_t> every_third(n, 0), rest(n, 1), first_only(n, 0);
   for (size_t k = 0; k < n; k += 3) every_third[k] = 1, rest[k] = 0;
