@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 
 #include "core/error.h"
 #include "core/json.h"
@@ -84,7 +85,10 @@ int run_ppl_command(const PplCommandOptions& o) {
     const std::vector<std::string> policies =
         o.policies.empty() ? std::vector<std::string>{"full"} : o.policies;
     const auto cells = sweep_cells(policies, o.budgets, "eval ppl");
-    ProgressBar bar("ppl", static_cast<int64_t>(cells.size() * docs.size()), "doc");
+    // One text shows its own bar over tokens; documents one bar over every (cell, document).
+    std::optional<ProgressBar> bar;
+    if (docs.size() > 1)
+      bar.emplace("ppl", static_cast<int64_t>(cells.size() * docs.size()), "doc");
     for (const auto& [spec, budget] : cells) {
       const PolicySpec policy = parse_policy(spec);
       double nll_sum = 0, eviction_sum = 0, peak_sum = 0;
@@ -105,7 +109,7 @@ int run_ppl_command(const PplCommandOptions& o) {
           kept_sum += kept;
           eviction_sum += 1.0 - std::min(1.0, static_cast<double>(kept) / static_cast<double>(n));
         }
-        if (docs.size() > 1) bar.update(1);
+        if (bar) bar->update(1);
       }
       RETAIN_CHECK(scored > 0, "eval ppl: no token to score (are the '", o.score_spans,
                    "' spans empty?)");
@@ -121,7 +125,7 @@ int run_ppl_command(const PplCommandOptions& o) {
       metrics["peak_kv_bytes"] = peak_sum / count;
       rows.push_back({spec, budget, metrics});
     }
-    bar.finish();
+    if (bar) bar->finish();
   }
   write_scores(o.out_dir, "ppl", rows);
   if (rows.size() > 1)
