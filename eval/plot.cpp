@@ -226,8 +226,7 @@ void legend(cairo_t* cr, const Layout& l, double x, double y) {
   }
 }
 
-void frame_and_grid(cairo_t* cr, double x0, double y0, double x1, double y1, const Axis& ya,
-                    bool bytes = false) {
+void frame_and_grid(cairo_t* cr, double x0, double y0, double x1, double y1, const Axis& ya) {
   cairo_set_line_width(cr, 0.6);
   for (int i = 0; i <= 4; ++i) {
     const double v = ya.lo + (ya.hi - ya.lo) * i / 4;
@@ -236,7 +235,7 @@ void frame_and_grid(cairo_t* cr, double x0, double y0, double x1, double y1, con
     cairo_move_to(cr, x0, y), cairo_line_to(cr, x1, y);
     cairo_stroke(cr);
     set_color(cr, {0.25, 0.25, 0.25});
-    text(cr, x0 - 5, y + 3.5, bytes ? bytes_label(v) : number(v), 9.5, Align::kRight);
+    text(cr, x0 - 5, y + 3.5, number(v), 9.5, Align::kRight);
   }
   set_color(cr, {0, 0, 0});
   cairo_set_line_width(cr, 1.0);
