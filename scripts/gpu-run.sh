@@ -136,7 +136,8 @@ bench() {
 # retain beside the peers on the GPU (docs/peers.md): HF transformers generate and kvpress SnapKV
 # on the qwen3-4b shapes (random weights written once), and the official-style gate step. The
 # decode peers run at 8k prompts and 256 new tokens, one run each: HF's full-cache generate at
-# the paper's 32k x 1024 would take most of a device call by itself.
+# the paper's 32k x 1024 would take most of a device call by itself. The gate step runs at
+# PEERS_TRAIN_SEQ tokens (4096: at 8192 the Python step needs more than an H100's 80 GB).
 peers() {
   local ok=0 model=/tmp/retain-peers-qwen3-4b kv=/tmp/retain-kvpress
   RETAIN_PYTHON="$PYTHON" bash scripts/peers/install-kvpress.sh --wheels "$BUNDLE/wheels-kvpress" \
