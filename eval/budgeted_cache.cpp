@@ -72,7 +72,8 @@ BudgetedKvCache::BudgetedKvCache(const ModelConfig& model, const PolicySpec& pol
     const EvictionPolicy& first = this->policy();
     RETAIN_CHECK(g.policy->votes() == first.votes() && g.policy->threshold() == first.threshold() &&
                      g.policy->min_per_head() == first.min_per_head() &&
-                     g.policy->static_decode() == first.static_decode(),
+                     g.policy->static_decode() == first.static_decode() &&
+                     g.policy->query_statistics_from() == first.query_statistics_from(),
                  "BudgetedKvCache: --policy ", spec_.name(),
                  " behaves differently at different budgets beyond its scores and votes");
   }
@@ -89,6 +90,23 @@ void BudgetedKvCache::bind_rows(int64_t batch, const at::Device& device) {
   std::vector<int64_t> per_row = budgets_;
   if (per_row.size() == 1) per_row.assign(static_cast<size_t>(batch), budgets_.front());
   budget_rows_ = at::tensor(per_row, at::kLong).to(device);
+  // Each layer's per-head budget: the row's budget, or its pyramid share.
+  const BudgetAllocation& a = spec_.allocation;
+  const int64_t nl = model_.num_layers;
+  host_layer_budgets_.assign(static_cast<size_t>(nl), per_row);
+  if (a.kind == BudgetAllocation::Kind::kPyramid)
+    for (size_t r = 0; r < per_row.size(); ++r) {
+      const auto shares = pyramid_layer_budgets(per_row[r], nl, a.pyramid_beta);
+      for (int64_t li = 0; li < nl; ++li) host_layer_budgets_[li][r] = shares[li];
+    }
+  layer_budget_rows_.clear();
+  for (const auto& budgets : host_layer_budgets_)
+    layer_budget_rows_.push_back(a.kind == BudgetAllocation::Kind::kPyramid
+                                     ? at::tensor(budgets, at::kLong).to(device)
+                                     : budget_rows_);
+  std::vector<int64_t> floors;
+  for (int64_t budget : per_row) floors.push_back(adakv_head_floor(budget, a.safeguard));
+  adakv_floor_rows_ = at::tensor(floors, at::kLong).to(device);
   for (auto& g : groups_)
     if (!g.rows.empty()) g.index = at::tensor(g.rows, at::kLong).to(device);
   row_peaks_.assign(static_cast<size_t>(batch), 0);
@@ -142,9 +160,12 @@ void BudgetedKvCache::observe(const LayerTensors& t) {
     if (!rows.defined()) return g.policy->token_statistic(t, gates_);
     const auto hidden = select_rows(t.hidden, rows), q = select_rows(t.q, rows),
                k = select_rows(t.k, rows), v = select_rows(t.v, rows),
-               positions = select_rows(t.positions, rows);
-    return g.policy->token_statistic({t.layer, hidden, q, k, v, positions}, gates_);
+               positions = select_rows(t.positions, rows),
+               q_before_rope = select_rows(t.q_before_rope, rows);
+    return g.policy->token_statistic({t.layer, hidden, q, k, v, positions, q_before_rope}, gates_);
   });
+  if (policy().query_statistics_from() >= 0 && !frozen_)
+    add_query_statistics(l, t.q_before_rope, t.positions);
   const Votes votes = policy().votes();
   if (votes != Votes::kNone) l.pending_q = t.q;
   if (votes == Votes::kObservationWindow && !static_ && !frozen_) {
@@ -208,7 +229,7 @@ KvEntries BudgetedKvCache::append(int64_t layer, const at::Tensor& keys, const a
   }
   // The prompt's last token reads at most budget + 1 entries per head, its own included.
   if (final_step_ && !spec_.global()) {
-    evict_layer(layer, budget_rows_ + n, budget_rows_ + n);
+    evict_layer(layer, layer_budget(layer) + n, layer_budget(layer) + n);
     longest = l.longest;
   }
 
@@ -216,6 +237,35 @@ KvEntries BudgetedKvCache::append(int64_t layer, const at::Tensor& keys, const a
   // carry position -1, which attention masks.
   return {l.keys.narrow(2, 0, longest), l.values.narrow(2, 0, longest),
           l.positions.narrow(2, 0, longest)};
+}
+
+void BudgetedKvCache::add_query_statistics(Layer& l, const at::Tensor& q_before_rope,
+                                           const at::Tensor& positions) {
+  // Chan et al.'s pairwise update: the step's own mean and squared deviations, merged with the
+  // running ones. Stable in fp32 where sum(q q^T) - n mu mu^T would cancel (queries have a large
+  // mean next to their spread), and the same as kvpress's two-pass covariance over one prefill.
+  const int64_t b = q_before_rope.size(0), h = q_before_rope.size(1), d = q_before_rope.size(3);
+  if (!l.query_count.defined()) {
+    auto options = q_before_rope.options().dtype(at::kFloat);
+    l.query_count = at::zeros({b}, options);
+    l.query_mean = at::zeros({b, h, d}, options);
+    l.query_m2 = at::zeros({b, h, d, d}, options);
+  }
+  auto q = q_before_rope.to(at::kFloat);
+  // Padding (position -1) and the first positions (attention sinks) are left out.
+  auto counted = (positions >= policy().query_statistics_from()).to(at::kFloat);  // (B, T)
+  auto n_step = counted.sum(1);                                                   // (B,)
+  auto weight = counted.view({b, 1, -1, 1});
+  auto mean_step = (q * weight).sum(2) / n_step.clamp_min(1).view({b, 1, 1});
+  auto centered = (q - mean_step.unsqueeze(2)) * weight;
+  auto m2_step = at::matmul(centered.transpose(-1, -2), centered);  // (B, H, D, D)
+  auto n = l.query_count + n_step;
+  auto delta = mean_step - l.query_mean;
+  auto share = (n_step / n.clamp_min(1)).view({b, 1, 1});  // 0 where nothing is counted yet
+  auto cross = (l.query_count * n_step / n.clamp_min(1)).view({b, 1, 1, 1});
+  l.query_m2.add_(m2_step + delta.unsqueeze(-1) * delta.unsqueeze(-2) * cross);
+  l.query_mean.add_(delta * share);
+  l.query_count.copy_(n);
 }
 
 at::Tensor BudgetedKvCache::votes(int64_t layer, const at::Tensor& q, const at::Tensor& q_positions,
@@ -255,9 +305,25 @@ at::Tensor BudgetedKvCache::scores(int64_t layer) const {
   const int64_t s = l.length.max().item<int64_t>();
   auto pos = l.positions.narrow(2, 0, s), stat = l.stat.narrow(2, 0, s);
   auto seen = seen_.view({-1, 1, 1});
+  auto keys = l.keys.narrow(2, 0, s), values = l.values.narrow(2, 0, s);
+  at::Tensor mean, covariance;
+  if (l.query_count.defined()) {
+    mean = l.query_mean;
+    covariance = l.query_m2 / l.query_count.clamp_min(1).view({-1, 1, 1, 1});
+  }
   auto score = by_group([&](const PolicyGroup& g, const at::Tensor& rows) {
-    return g.policy->score(
-        {select_rows(pos, rows), select_rows(stat, rows), select_rows(seen, rows)});
+    ScoreContext context;
+    context.positions = select_rows(pos, rows);
+    context.stat = select_rows(stat, rows);
+    context.seen = select_rows(seen, rows);
+    context.keys = select_rows(keys, rows);
+    context.values = select_rows(values, rows);
+    if (mean.defined()) {
+      context.query_mean = select_rows(mean, rows);
+      context.query_covariance = select_rows(covariance, rows);
+    }
+    context.model = &model_;
+    return g.policy->score(context);
   });
   if (!protect_.empty()) {
     // Row b's entries at positions >= protect[b] (when >= 0) are never evicted.
@@ -314,21 +380,38 @@ at::Tensor top_k_mask(const at::Tensor& score, const at::Tensor& keep) {
 
 }  // namespace
 
-void BudgetedKvCache::evict_per_head(const at::Tensor& keep, const at::Tensor& trigger) {
+const at::Tensor& BudgetedKvCache::layer_budget(int64_t layer) const {
+  return layer_budget_rows_.at(static_cast<size_t>(layer));
+}
+
+void BudgetedKvCache::evict_per_head(int64_t keep_extra, int64_t trigger_extra) {
   for (int64_t li = 0; li < static_cast<int64_t>(layers_.size()); ++li)
-    evict_layer(li, keep, trigger);
+    evict_layer(li, layer_budget(li) + keep_extra, layer_budget(li) + trigger_extra);
 }
 
 void BudgetedKvCache::evict_layer(int64_t layer, const at::Tensor& keep_count,
                                   const at::Tensor& trigger) {
   Layer& l = layers_.at(layer);
   if (!l.keys.defined()) return;
-  // Only the heads over their row's trigger are cut back; the others keep everything.
-  auto over = l.length > trigger.unsqueeze(1);  // (B, Hk)
+  const bool pooled = spec_.allocation.kind == BudgetAllocation::Kind::kAdaKV;
+  const int64_t hk = l.keys.size(1);
+  // Only the heads (adakv: the layers) over their row's trigger are cut back; the others keep
+  // everything.
+  auto over = pooled ? (l.length.sum(1) > trigger * hk).unsqueeze(1)  // (B, 1)
+                     : l.length > trigger.unsqueeze(1);               // (B, Hk)
   if (!over.any().item<bool>()) return;
   auto score = scores(layer);
-  const int64_t s = score.size(2);
-  auto keep = top_k_mask(score, keep_count).logical_and(score > -kInf);
+  const int64_t b = score.size(0), s = score.size(2);
+  at::Tensor keep;
+  if (pooled) {
+    // AdaKV: each head's best `floor` entries rank above every other entry of the layer (below the
+    // protected ones, which score +inf), then one top Hk keep over the layer's heads.
+    auto floor = top_k_mask(score, adakv_floor_rows_).logical_and(score > -kInf);
+    auto ranked = at::where(floor, std::numeric_limits<float>::max(), score).reshape({b, hk * s});
+    keep = top_k_mask(ranked, keep_count * hk).logical_and(ranked > -kInf).view({b, hk, s});
+  } else {
+    keep = top_k_mask(score, keep_count).logical_and(score > -kInf);
+  }
   keep = at::where(over.unsqueeze(-1), keep, at::ones_like(keep));
   keep.logical_and_(l.positions.narrow(2, 0, s) >= 0);
   compact(l, keep);
@@ -431,7 +514,7 @@ void BudgetedKvCache::compress_context() {
   if (spec_.global())
     evict_global(budget_rows_, budget_rows_);
   else
-    evict_per_head(budget_rows_, budget_rows_);
+    evict_per_head(0, 0);
   frozen_ = true;
 }
 
@@ -470,6 +553,7 @@ void BudgetedKvCache::sync_host_counts() {
   auto total = at::zeros_like(layers_[0].length.select(1, 0));
   for (const auto& l : layers_) {
     counts.push_back(std::get<0>(l.length.max(1)));
+    counts.push_back(l.length.sum(1));
     total += l.length.sum(1);
   }
   counts.push_back(total);
@@ -477,9 +561,12 @@ void BudgetedKvCache::sync_host_counts() {
   const int64_t b = host.size(1);
   const auto* v = host.data_ptr<int64_t>();
   host_longest_.clear();
-  for (size_t i = 0; i < layers_.size(); ++i)
-    host_longest_.emplace_back(v + i * b, v + (i + 1) * b);
-  host_total_.assign(v + layers_.size() * b, v + (layers_.size() + 1) * b);
+  host_layer_total_.clear();
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    host_longest_.emplace_back(v + 2 * i * b, v + (2 * i + 1) * b);
+    host_layer_total_.emplace_back(v + (2 * i + 1) * b, v + (2 * i + 2) * b);
+  }
+  host_total_.assign(v + 2 * layers_.size() * b, v + (2 * layers_.size() + 1) * b);
 }
 
 bool BudgetedKvCache::ensure_room() {
@@ -502,10 +589,13 @@ bool BudgetedKvCache::end_static_step() {
   // Every head of every row gained one entry (finished rows one at position -1, which the next
   // eviction drops as an eager step drops it at once; it never changes a running row's choice).
   bool due = false, full = false;
+  const bool pooled = spec_.allocation.kind == BudgetAllocation::Kind::kAdaKV;
   for (size_t i = 0; i < layers_.size(); ++i)
     for (size_t r = 0; r < host_longest_[i].size(); ++r) {
       const int64_t longest = ++host_longest_[i][r];
-      due = due || (!spec_.global() && longest > budget_of(r) + spec_.buffer);
+      const int64_t layer_total = host_layer_total_[i][r] += hk;
+      const int64_t trigger = host_layer_budgets_[i][r] + spec_.buffer;
+      if (!spec_.global()) due = due || (pooled ? layer_total > hk * trigger : longest > trigger);
       full = full || longest + 1 > layers_[i].keys.size(2);
     }
   for (size_t r = 0; r < host_total_.size(); ++r) {
@@ -562,7 +652,7 @@ void BudgetedKvCache::evict_now() {
     if (spec_.global())
       evict_global(budget_rows_, budget_rows_ + spec_.buffer);
     else
-      evict_per_head(budget_rows_, budget_rows_ + spec_.buffer);
+      evict_per_head(0, spec_.buffer);
   }
   for (auto& l : layers_) {
     l.pending_q = at::Tensor();
@@ -619,6 +709,11 @@ std::unique_ptr<KvCache> BudgetedKvCache::clone() const {
     l.positions = l.positions.clone();
     l.stat = l.stat.clone();
     l.length = l.length.clone();
+    if (l.query_count.defined()) {
+      l.query_count = l.query_count.clone();
+      l.query_mean = l.query_mean.clone();
+      l.query_m2 = l.query_m2.clone();
+    }
   }
   // Updated in place by the steps.
   for (at::Tensor* t : {&copy->seen_, &copy->attended_max_, &copy->attended_total_max_})

@@ -105,6 +105,10 @@ class BudgetedKvCache : public KvCache {
     // whatever the chunks were: the observation window they vote with.
     at::Tensor recent_q, recent_positions;
     at::Tensor pending_stat;  // this step's per-token statistic (B, Hk, T)
+    // query_statistics_from() >= 0: per sequence the number of pre-RoPE queries counted (B,), their
+    // mean (B, H, D) and the sum of their squared deviations (B, H, D, D), all fp32 and updated in
+    // place (a captured decode step updates them).
+    at::Tensor query_count, query_mean, query_m2;
   };
   // Each group's policy is copied with the cache (clone()).
   struct PolicyHandle {
@@ -143,10 +147,19 @@ class BudgetedKvCache : public KvCache {
   void sync_host_counts();
   // Static decode: grows any layer whose next step would not fit; true if one grew.
   bool ensure_room();
-  // Per head: a head of sequence b holding more than trigger[b] entries keeps its top keep[b]
-  // (both (B,) int64 on the device).
-  void evict_per_head(const at::Tensor& keep, const at::Tensor& trigger);
+  // Per-head policies (uniform, pyramid and adakv allocations): each layer cut to its per-head
+  // budget (layer_budget) + keep_extra when over its budget + trigger_extra.
+  void evict_per_head(int64_t keep_extra, int64_t trigger_extra);
+  // uniform / pyramid: a head of sequence b holding more than trigger[b] entries keeps its top
+  // keep[b]; adakv: a layer of sequence b holding more than Hk trigger[b] keeps its top Hk keep[b]
+  // over all its heads, each head its best adakv floor first.
   void evict_layer(int64_t layer, const at::Tensor& keep, const at::Tensor& trigger);
+  // The per-head budget of `layer` for each sequence (B,): the sequence's budget, or its pyramid
+  // share.
+  const at::Tensor& layer_budget(int64_t layer) const;
+  // Adds this step's pre-RoPE queries at positions >= query_statistics_from() to the layer's
+  // running mean and covariance.
+  void add_query_statistics(Layer& l, const at::Tensor& q_before_rope, const at::Tensor& positions);
   // dbtrimkv: a sequence holding more than L Hk trigger[b] entries keeps its top L Hk keep[b].
   void evict_global(const at::Tensor& keep, const at::Tensor& trigger);
   // The policy's votes of the queries q (B, H, V, D) at q_positions (B, V) on the first `s` slots
@@ -163,7 +176,12 @@ class BudgetedKvCache : public KvCache {
   std::vector<PolicyGroup> groups_;
   int64_t capacity_;
   const GateBank* gates_;
-  at::Tensor budget_rows_;        // (B,) int64 on the device, from the first step
+  at::Tensor budget_rows_;  // (B,) int64 on the device, from the first step
+  // Per layer the per-head budget of each sequence (B,): budget_rows_ but under alloc=pyramid, and
+  // on the host for static decode.
+  std::vector<at::Tensor> layer_budget_rows_;
+  std::vector<std::vector<int64_t>> host_layer_budgets_;
+  at::Tensor adakv_floor_rows_;   // alloc=adakv: each sequence's per-head floor (B,)
   std::vector<int64_t> protect_;  // per sequence (or one for all) the first protected position
   std::vector<Layer> layers_;
   // Per sequence, the next token's position (last position seen + 1): rows of a padded batch
@@ -180,9 +198,9 @@ class BudgetedKvCache : public KvCache {
   // (B,) int64 on the device: per sequence the most entries one generating query read in one
   // head, and in all layers and heads.
   at::Tensor attended_max_, attended_total_max_;
-  // Static decode: per layer and sequence an upper bound of the longest head, and per sequence
-  // of the total over layers and heads.
-  std::vector<std::vector<int64_t>> host_longest_;
+  // Static decode: per layer and sequence an upper bound of the longest head and of the layer's
+  // total, and per sequence of the total over layers and heads.
+  std::vector<std::vector<int64_t>> host_longest_, host_layer_total_;
   std::vector<int64_t> host_total_;
 };
 

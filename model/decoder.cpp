@@ -185,15 +185,16 @@ at::Tensor Decoder::run_layer(int64_t l, const at::Tensor& x, const at::Tensor& 
     q = rms_norm(q, layer.q_norm);
     k = rms_norm(k, layer.k_norm);
   }
-  q = apply_rope(q.transpose(1, 2), cos, sin);  // (B, H, T, D)
+  const at::Tensor q_before_rope = q.transpose(1, 2);  // (B, H, T, D), a view
+  q = apply_rope(q_before_rope, cos, sin);
   k = apply_rope(k.transpose(1, 2), cos, sin);  // (B, Hk, T, D)
   v = v.transpose(1, 2);
   at::Tensor a;
   if (context.hook != nullptr) {
-    a = context.hook->attend({l, h, q, k, v, positions});
+    a = context.hook->attend({l, h, q, k, v, positions, q_before_rope});
   } else {
     const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
-    if (context.cache != nullptr) context.cache->observe({l, h, q, k, v, positions});
+    if (context.cache != nullptr) context.cache->observe({l, h, q, k, v, positions, q_before_rope});
     KvEntries entries = context.cache != nullptr ? context.cache->append(l, k, v, positions)
                                                  : KvEntries{k, v, positions.unsqueeze(1)};
     a = context.cache != nullptr

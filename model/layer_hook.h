@@ -11,7 +11,8 @@ namespace retain {
 
 // What one layer hands to the hook. Shapes: hidden (B, T, d) = the post-input_layernorm state
 // (the input of q/k/v and of retention gates); q (B, H, T, D), k and v (B, Hk, T, D) after RoPE
-// and q/k-norm; positions (B, T).
+// and q/k-norm; positions (B, T); q_before_rope (B, H, T, D) the queries after q-norm, before RoPE
+// (expected attention models future queries from their statistics).
 struct LayerTensors {
   int64_t layer;
   const at::Tensor& hidden;
@@ -19,6 +20,7 @@ struct LayerTensors {
   const at::Tensor& k;
   const at::Tensor& v;
   const at::Tensor& positions;
+  const at::Tensor& q_before_rope;
 };
 
 class LayerHook {

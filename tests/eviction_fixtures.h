@@ -27,14 +27,17 @@ inline ModelConfig tiny_config(int64_t layers, int64_t kv_heads) {
 }
 
 // Feeds one step of n tokens starting at position `start` with the given keys (B=1) into every
-// layer, hidden states `hidden` (1, n, 8) for gates, queries `q` (zeros when undefined).
+// layer, hidden states `hidden` (1, n, 8) for gates, queries `q` (zeros when undefined) and
+// pre-RoPE queries `q_before_rope` (q when undefined).
 inline void feed(BudgetedKvCache& cache, const ModelConfig& c, int64_t start,
-                 const at::Tensor& keys, const at::Tensor& hidden, at::Tensor q = {}) {
+                 const at::Tensor& keys, const at::Tensor& hidden, at::Tensor q = {},
+                 at::Tensor q_before_rope = {}) {
   const int64_t n = keys.size(2);
   auto positions = at::arange(start, start + n, at::kLong).view({1, n});
   if (!q.defined()) q = at::zeros({1, c.num_heads, n, c.head_dim});
+  if (!q_before_rope.defined()) q_before_rope = q;
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    cache.observe({l, hidden, q, keys, keys, positions});
+    cache.observe({l, hidden, q, keys, keys, positions, q_before_rope});
     cache.append(l, keys, keys, positions);
   }
   cache.end_step();

@@ -54,7 +54,7 @@ TEST(Gates, PlainAttentionEqualsTheRetentionReferenceWithZeroBias) {
       auto v = at::randn({2, 2, 24, 16}, at::kDouble).requires_grad_(true);
       auto hidden = at::zeros({2, 24, 8}, at::kDouble);
       GatedAttentionHook plain(nullptr, segments);
-      auto out = plain.attend({0, hidden, q, k, v, positions});
+      auto out = plain.attend({0, hidden, q, k, v, positions, q});
       auto reference = retention_attention_reference(q, k, v, at::zeros({2, 2, 24}, at::kFloat),
                                                      positions, segments);
       EXPECT_LT((out - reference).abs().max().item<double>(), 1e-10);  // padding queries: 0

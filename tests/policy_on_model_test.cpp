@@ -16,6 +16,24 @@ namespace {
 
 using namespace eviction_testing;
 
+// The per-head budget of each layer: M, or its pyramid share (eval/budget_allocation.h).
+std::vector<int64_t> layer_budgets(const PolicySpec& policy, int64_t budget, int64_t layers) {
+  if (policy.allocation.kind == BudgetAllocation::Kind::kPyramid)
+    return pyramid_layer_budgets(budget, layers, policy.allocation.pyramid_beta);
+  return std::vector<int64_t>(static_cast<size_t>(layers), budget);
+}
+
+// What a layer's heads hold against the budget: each head within its layer's share plus `slack`,
+// or under alloc=adakv the layer's total within Hk (M + slack).
+void expect_layer_within(const PolicySpec& policy, const at::Tensor& lengths, int64_t share,
+                         int64_t slack, const std::string& what) {
+  if (policy.global()) return;  // dbtrimkv: the total alone is bounded
+  if (policy.allocation.kind == BudgetAllocation::Kind::kAdaKV)
+    EXPECT_LE(lengths.sum().item<int64_t>(), lengths.size(1) * (share + slack)) << what;
+  else
+    EXPECT_LE(lengths.max().item<int64_t>(), share + slack) << what;
+}
+
 class PolicyOnModel : public ::testing::TestWithParam<std::string> {};
 
 // On a real model: a budget that never triggers eviction gives exactly the full cache's tokens,
@@ -34,7 +52,8 @@ TEST_P(PolicyOnModel, LargeBudgetEqualsFullAndSmallBudgetHolds) {
   auto expected = generate(model, prompt, full, options).tokens;
 
   PolicySpec policy = parse_policy(GetParam());
-  BudgetedKvCache large(model.config(), policy, 200, 16, gates.get());
+  // Large enough that pyramid's last layer (M / 20) holds the 72 tokens too.
+  BudgetedKvCache large(model.config(), policy, 2000, 16, gates.get());
   EXPECT_EQ(generate(model, prompt, large, options).tokens, expected) << GetParam();
 
   policy.buffer = 4;
@@ -46,28 +65,34 @@ TEST_P(PolicyOnModel, LargeBudgetEqualsFullAndSmallBudgetHolds) {
     total += small.lengths(l).sum().item<int64_t>();
   const int64_t heads = model.config().num_layers * model.config().num_kv_heads;
   EXPECT_LE(total, heads * (10 + 4)) << GetParam();
-  if (!policy.global())
-    for (int64_t l = 0; l < model.config().num_layers; ++l)
-      EXPECT_LE(small.lengths(l).max().item<int64_t>(), 10 + 4) << GetParam();
+  const auto shares = layer_budgets(policy, 10, model.config().num_layers);
+  for (int64_t l = 0; l < model.config().num_layers; ++l)
+    expect_layer_within(policy, small.lengths(l), shares[l], 4, GetParam());
   // One score per token (summed over the layer's heads): every head keeps the same tokens.
-  if (policy.name() == "importance" || policy.name() == "tova")
+  if (policy.name() == "importance" || policy.name() == "tova") {
     EXPECT_EQ(small.live_positions(0, 0, 0), small.live_positions(0, 0, 1));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, PolicyOnModel,
-                         ::testing::Values("streaming", "h2o", "snapkv", "sagekv", "tova", "random",
-                                           "importance", "knorm", "trimkv", "dbtrimkv",
-                                           "trimkv:horizon=8"),
+                         ::testing::Values("streaming", "h2o", "snapkv", "sagekv", "tova",
+                                           "expected_attention", "random", "importance", "knorm",
+                                           "trimkv", "dbtrimkv", "trimkv:horizon=8",
+                                           "snapkv:alloc=pyramid", "knorm:alloc=adakv",
+                                           "expected_attention:alloc=adakv",
+                                           "trimkv:alloc=pyramid,pyramid_beta=4"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), ':', '_');
                            std::replace(n.begin(), n.end(), '=', '_');
+                           std::replace(n.begin(), n.end(), ',', '_');
                            return n;
                          });
 
-// The bound (docs/evaluation.md), for every policy and chunk size: the prompt's last token (whose logits give
-// the first new token) reads at most budget + 1 entries per KV head, its own included; every
-// decoded token at most budget + buffer + 1; dbtrimkv the same in total over layers and heads.
+// The bound (docs/evaluation.md), for every policy and chunk size: the prompt's last token (whose
+// logits give the first new token) reads at most budget + 1 entries per KV head, its own included;
+// every decoded token at most budget + buffer + 1; dbtrimkv the same in total over layers and
+// heads, pyramid per head of its layer's share, adakv in total over each layer's heads.
 TEST_P(PolicyOnModel, EveryGeneratingQueryReadsAtMostTheBudget) {
   c10::InferenceMode guard;
   Decoder model = Decoder::load(testing::fixture_dir("hf") / "qwen3_qknorm", {});
@@ -92,9 +117,16 @@ TEST_P(PolicyOnModel, EveryGeneratingQueryReadsAtMostTheBudget) {
                                  std::to_string(buffer) + " new " + std::to_string(new_tokens);
         ASSERT_GT(r.max_attended_entries, 0) << what;
         EXPECT_LE(r.max_attended_total, heads * (budget + slack + 1)) << what;
-        if (!policy.global()) {
+        const auto shares = layer_budgets(policy, budget, c.num_layers);
+        if (policy.allocation.kind == BudgetAllocation::Kind::kUniform && !policy.global()) {
           EXPECT_LE(r.max_attended_entries, budget + slack + 1) << what;
         }
+        if (policy.allocation.kind == BudgetAllocation::Kind::kPyramid) {
+          EXPECT_LE(r.max_attended_entries, shares.front() + slack + 1) << what;
+        }
+        // After generation every layer is back within its budget (plus the buffer).
+        for (int64_t l = 0; l < c.num_layers; ++l)
+          expect_layer_within(policy, cache.lengths(l), shares[l], buffer + 1, what);
       }
     }
   }

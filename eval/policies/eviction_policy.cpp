@@ -10,10 +10,11 @@ at::Tensor EvictionPolicy::token_statistic(const LayerTensors& t, const GateBank
 }
 
 void policy_helpers::check_kept_below_budget(const std::string& policy, const std::string& what,
-                                             int64_t kept, int64_t budget) {
+                                             int64_t kept, int64_t budget,
+                                             const std::string& option) {
   RETAIN_CHECK(kept < budget, "--policy ", policy, ": the entries it always keeps (", what, " = ",
                kept, ") must be below the budget (", budget, " per head); set them lower, e.g. ",
-               policy, ":window=", budget / 2);
+               policy, ":", option, "=", budget / 2);
 }
 
 }  // namespace retain

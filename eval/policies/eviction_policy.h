@@ -17,6 +17,7 @@
 
 #include "gates/gate_bank.h"
 #include "model/layer_hook.h"
+#include "model/model_config.h"
 
 namespace retain {
 
@@ -40,9 +41,14 @@ struct VoteContext {
 
 // What a score is computed from, for the live slots of one layer.
 struct ScoreContext {
-  at::Tensor positions;  // (B, Hk, S) int64, -1 = empty
-  at::Tensor stat;       // (B, Hk, S) fp32: the recorded statistic, votes included
-  at::Tensor seen;       // (B, 1, 1) int64: each sequence's next query position (t + 1)
+  at::Tensor positions;     // (B, Hk, S) int64, -1 = empty
+  at::Tensor stat;          // (B, Hk, S) fp32: the recorded statistic, votes included
+  at::Tensor seen;          // (B, 1, 1) int64: each sequence's next query position (t + 1)
+  at::Tensor keys, values;  // (B, Hk, S, D): the slots' keys (post-RoPE) and values
+  // Only for a policy whose query_statistics_from() >= 0: the mean (B, H, D) and population
+  // covariance (B, H, D, D) in fp32 of the pre-RoPE queries seen at positions >= that.
+  at::Tensor query_mean, query_covariance;
+  const ModelConfig* model = nullptr;  // the model's shapes and RoPE
 };
 
 class EvictionPolicy {
@@ -71,6 +77,9 @@ class EvictionPolicy {
   virtual double threshold() const { return 0; }
   // Entries each head keeps whatever the global ranking or the threshold says.
   virtual int64_t min_per_head() const { return 0; }
+  // >= 0: the cache keeps the running mean and covariance of every pre-RoPE query seen at positions
+  // >= this (decoded ones included) and hands them to score() (expected attention).
+  virtual int64_t query_statistics_from() const { return -1; }
   // Whether decode steps may replay as a CUDA graph: not when the policy computes on the host or
   // evicts data-dependently every step.
   virtual bool static_decode() const { return true; }

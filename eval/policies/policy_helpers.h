@@ -18,9 +18,10 @@ inline int64_t default_sinks(int64_t budget) { return std::min<int64_t>(4, budge
 // The recent window of snapkv and sagekv when not given: min(32, M/2).
 inline int64_t default_recent_window(int64_t budget) { return std::min<int64_t>(32, budget / 2); }
 
-// Entries a policy always keeps (`what` = `kept` of them) must leave room for the ones it chooses.
+// Entries a policy always keeps (`what` = `kept` of them) must leave room for the ones it chooses;
+// the error suggests lowering `option`.
 void check_kept_below_budget(const std::string& policy, const std::string& what, int64_t kept,
-                             int64_t budget);
+                             int64_t budget, const std::string& option = "window");
 
 // Votes summed over every KV head of the layer, so every head keeps the same tokens: (B, Hk, S).
 inline at::Tensor sum_over_heads(const at::Tensor& mass) {

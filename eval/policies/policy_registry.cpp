@@ -1,6 +1,8 @@
 #include "eval/policies/policy_registry.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "core/config.h"
@@ -15,6 +17,7 @@ PolicyRegistration h2o_policy();
 PolicyRegistration snapkv_policy();
 PolicyRegistration sagekv_policy();
 PolicyRegistration tova_policy();
+PolicyRegistration expected_attention_policy();
 PolicyRegistration random_policy();
 PolicyRegistration importance_policy();
 PolicyRegistration knorm_policy();
@@ -22,10 +25,18 @@ PolicyRegistration trimkv_policy();
 PolicyRegistration dbtrimkv_policy();
 
 const std::vector<PolicyRegistration>& policy_registry() {
-  static const std::vector<PolicyRegistration> all = {
-      full_policy(),   streaming_policy(), h2o_policy(),     snapkv_policy(),
-      sagekv_policy(), tova_policy(),      random_policy(),  importance_policy(),
-      knorm_policy(),  trimkv_policy(),    dbtrimkv_policy()};
+  static const std::vector<PolicyRegistration> all = {full_policy(),
+                                                      streaming_policy(),
+                                                      h2o_policy(),
+                                                      snapkv_policy(),
+                                                      sagekv_policy(),
+                                                      tova_policy(),
+                                                      expected_attention_policy(),
+                                                      random_policy(),
+                                                      importance_policy(),
+                                                      knorm_policy(),
+                                                      trimkv_policy(),
+                                                      dbtrimkv_policy()};
   return all;
 }
 
@@ -51,6 +62,38 @@ const PolicyOption kBufferOption{"buffer", PolicyOption::Type::kInteger,
                                  "entries over the budget tolerated before an eviction cuts back "
                                  "to it (0: cut after every step)"};
 
+// How a per-head policy's budget is split over layers and heads (eval/budget_allocation.h).
+const PolicyOption kAllocOption{"alloc",
+                                PolicyOption::Type::kChoice,
+                                "",
+                                "the budget split: the same M for every layer and head, "
+                                "PyramidKV's layer-wise pyramid, or AdaKV's one pool per layer",
+                                0,
+                                false,
+                                {"uniform", "pyramid", "adakv"}};
+const PolicyOption kPyramidBetaOption{"pyramid_beta",
+                                      PolicyOption::Type::kReal,
+                                      "20",
+                                      "alloc=pyramid: the last layer keeps M / beta per head, the "
+                                      "first 2M - M / beta",
+                                      0,
+                                      false,
+                                      {},
+                                      1,
+                                      std::numeric_limits<double>::infinity(),
+                                      /*closed=*/true};
+const PolicyOption kSafeguardOption{"safeguard",
+                                    PolicyOption::Type::kReal,
+                                    "0.2",
+                                    "alloc=adakv: each head keeps its best floor(safeguard M) "
+                                    "(at least 1 when > 0) whatever the layer's pool says",
+                                    0,
+                                    false,
+                                    {},
+                                    0,
+                                    1,
+                                    /*closed=*/true};
+
 // "a, b and c" with last_separator " and ".
 std::string join(const std::vector<std::string>& items, const std::string& last_separator,
                  const std::string& separator = ", ") {
@@ -62,11 +105,25 @@ std::string join(const std::vector<std::string>& items, const std::string& last_
   return out;
 }
 
-// The options a registration accepts: its own, then buffer for every budgeted policy.
+// The options every budgeted policy takes: buffer, and the allocation for the per-head ones.
+std::vector<PolicyOption> shared_options(const PolicyRegistration& r) {
+  if (!r.budgeted) return {};
+  if (r.global) return {kBufferOption};
+  return {kBufferOption, kAllocOption, kPyramidBetaOption, kSafeguardOption};
+}
+
+// The options a registration accepts: its own, then the shared ones.
 std::vector<PolicyOption> accepted_options(const PolicyRegistration& r) {
   auto options = r.options;
-  if (r.budgeted) options.push_back(kBufferOption);
+  for (auto& o : shared_options(r)) options.push_back(std::move(o));
   return options;
+}
+
+// "(a, b)", "[a, b]" or ">= a".
+std::string interval(const PolicyOption& o) {
+  if (o.closed && std::isinf(o.below)) return str_cat(">= ", o.above);
+  return o.closed ? str_cat("in [", o.above, ", ", o.below, "]")
+                  : str_cat("in (", o.above, ", ", o.below, ")");
 }
 
 std::vector<std::string> option_names(const PolicyRegistration& r) {
@@ -99,10 +156,11 @@ void check_value(const std::string& spec, const PolicyOption& o, const std::stri
         v = std::stod(value, &used);
         RETAIN_CHECK(used == value.size(), "");
       } catch (...) {
-        fail(at, o.name, " needs a number in (", o.above, ", ", o.below, "), found '", value, "'");
+        fail(at, o.name, " needs a number ", interval(o), ", found '", value, "'");
       }
-      RETAIN_CHECK(std::isfinite(v) && v > o.above && v < o.below, at, o.name, " must be in (",
-                   o.above, ", ", o.below, "), found ", value);
+      const bool inside = o.closed ? v >= o.above && v <= o.below : v > o.above && v < o.below;
+      RETAIN_CHECK(std::isfinite(v) && inside, at, o.name, " must be ", interval(o), ", found ",
+                   value);
       return;
     }
     case PolicyOption::Type::kChoice: {
@@ -129,6 +187,10 @@ const PolicyRegistration& find_registration(const std::string& name) {
 // An option `key` that `r` does not take: say which policies take it, or the closest of r's own.
 [[noreturn]] void unknown_option(const std::string& spec, const PolicyRegistration& r,
                                  const std::string& key) {
+  for (const auto* o : {&kAllocOption, &kPyramidBetaOption, &kSafeguardOption})
+    if (key == o->name && r.budgeted)
+      fail("--policy '", spec, "': ", key, " applies to the per-head policies; ", r.name,
+           " ranks once over all layers and heads of a sequence");
   std::vector<std::string> takers;
   for (const auto& other : policy_registry())
     for (const auto& o : other.options)
@@ -166,6 +228,7 @@ PolicySpec parse_policy(const std::string& text) {
   if (colon == std::string::npos) return spec;
   std::stringstream in(text.substr(colon + 1));
   std::string item;
+  std::vector<std::string> seen;
   while (std::getline(in, item, ',')) {
     const auto eq = item.find('=');
     RETAIN_CHECK(eq != std::string::npos, "--policy '", text, "': option '", item,
@@ -179,9 +242,28 @@ PolicySpec parse_policy(const std::string& text) {
     check_value(text, *declared, value);
     if (key == "buffer")
       spec.buffer = std::stoll(value);
+    else if (key == "alloc")
+      spec.allocation.kind = value == "pyramid" ? BudgetAllocation::Kind::kPyramid
+                             : value == "adakv" ? BudgetAllocation::Kind::kAdaKV
+                                                : BudgetAllocation::Kind::kUniform;
+    else if (key == "pyramid_beta")
+      spec.allocation.pyramid_beta = std::stod(value);
+    else if (key == "safeguard")
+      spec.allocation.safeguard = std::stod(value);
     else
       spec.args.set(key, value);
+    seen.push_back(key);
   }
+  // An allocation's parameter without that allocation would be silently ignored.
+  auto given = [&](const std::string& key) {
+    return std::find(seen.begin(), seen.end(), key) != seen.end();
+  };
+  RETAIN_CHECK(!given("pyramid_beta") || spec.allocation.kind == BudgetAllocation::Kind::kPyramid,
+               "--policy '", text,
+               "': pyramid_beta applies to alloc=pyramid, found alloc=", spec.allocation.name());
+  RETAIN_CHECK(!given("safeguard") || spec.allocation.kind == BudgetAllocation::Kind::kAdaKV,
+               "--policy '", text,
+               "': safeguard applies to alloc=adakv, found alloc=", spec.allocation.name());
   return spec;
 }
 
@@ -199,7 +281,8 @@ std::string policy_help() {
     for (const auto& o : r.options) options.push_back(o.name);
     if (!options.empty()) out << " [" << join(options, ", ") << "]";
   }
-  out << "\n  every policy but full also takes buffer (" << kDefaultBuffer << ")";
+  out << "\n  every policy but full also takes buffer (" << kDefaultBuffer
+      << "); every per-head one alloc=uniform|pyramid|adakv [pyramid_beta (20), safeguard (0.2)]";
   return out.str();
 }
 
@@ -212,7 +295,10 @@ std::string policy_table_markdown() {
     out << "| `" << r.name << "` | " << r.keeps << " |" << (options.empty() ? "" : " ")
         << join(options, "; ", "; ") << " |\n";
   }
-  out << "\nEvery policy but `full` also takes " << option_phrase(kBufferOption) << ".\n";
+  out << "\nEvery policy but `full` also takes " << option_phrase(kBufferOption)
+      << ". Every per-head policy (all but `full` and `dbtrimkv`) also takes "
+      << option_phrase(kAllocOption) << "; " << option_phrase(kPyramidBetaOption) << "; "
+      << option_phrase(kSafeguardOption) << ".\n";
   return out.str();
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "eval/budget_allocation.h"
 #include "eval/policies/eviction_policy.h"
 
 namespace retain {
@@ -24,8 +25,9 @@ struct PolicyOption {
   std::string help;      // one phrase
   int64_t min = 0;       // kInteger: the smallest value
   bool odd = false;      // kInteger: odd values only
-  std::vector<std::string> choices;  // kChoice: the first is the default
-  double above = 0, below = 1;       // kReal: the open interval
+  std::vector<std::string> choices = {};  // kChoice: the first is the default
+  double above = 0, below = 1;            // kReal: the interval (open unless `closed`)
+  bool closed = false;
 };
 
 // The checked option values of one spec, by name (as written; each was validated against its
@@ -55,7 +57,8 @@ struct PolicyRegistration {
 };
 
 // Every budgeted policy also takes `buffer` (entries over the budget tolerated before an eviction
-// cuts back to it).
+// cuts back to it), and every per-head one `alloc` (eval/budget_allocation.h) with its
+// `pyramid_beta` and `safeguard`.
 inline constexpr int64_t kDefaultBuffer = 128;
 
 struct PolicySpec {
@@ -63,6 +66,7 @@ struct PolicySpec {
   const PolicyRegistration* registration = nullptr;
   PolicyArgs args;
   int64_t buffer = kDefaultBuffer;
+  BudgetAllocation allocation;
 
   const std::string& name() const { return registration->name; }
   bool budgeted() const { return registration->budgeted; }
