@@ -18,8 +18,9 @@ namespace retain {
 struct BudgetAllocation {
   enum class Kind { kUniform, kPyramid, kAdaKV };
   Kind kind = Kind::kUniform;
-  double pyramid_beta = 20;  // PyramidKV's beta: the last layer keeps M / beta, the first 2M - M/beta
-  double safeguard = 0.2;    // AdaKV's alpha_safeguard: each head's floor as a fraction of M
+  double pyramid_beta =
+      20;                  // PyramidKV's beta: the last layer keeps M / beta, the first 2M - M/beta
+  double safeguard = 0.2;  // AdaKV's alpha_safeguard: each head's floor as a fraction of M
 
   const char* name() const;
 };

@@ -31,8 +31,7 @@ TEST(BudgetAllocation, PyramidBudgetsFollowTheProfileAndSumToTheTotal) {
         const auto shares = pyramid_layer_budgets(budget, layers, beta);
         EXPECT_EQ(std::accumulate(shares.begin(), shares.end(), int64_t{0}), budget * layers);
         // Within 1 of kvpress's get_layer_budget, which rounds each layer on its own.
-        const double m = static_cast<double>(budget), min_num = m / beta,
-                     max_num = 2 * m - min_num,
+        const double m = static_cast<double>(budget), min_num = m / beta, max_num = 2 * m - min_num,
                      step = (max_num - min_num) / static_cast<double>(layers - 1);
         for (int64_t l = 0; l < layers; ++l) {
           const double kvpress = std::round(max_num - static_cast<double>(l) * step);
@@ -61,7 +60,8 @@ at::Tensor norm_keys(const std::vector<std::vector<float>>& norms) {
 std::vector<int64_t> smallest(const std::vector<float>& norms, size_t k) {
   std::vector<int64_t> order(norms.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return norms[a] < norms[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return norms[a] < norms[b]; });
   order.resize(k);
   std::sort(order.begin(), order.end());
   return order;

@@ -219,8 +219,15 @@ TEST_P(PolicyCuda, GraphDecodeEqualsEagerDecode_CUDA) {
 
 INSTANTIATE_TEST_SUITE_P(Policies, PolicyCuda,
                          ::testing::Values("streaming", "h2o", "snapkv", "sagekv", "tova",
-                                           "importance", "knorm", "trimkv", "dbtrimkv", "random"),
-                         [](const auto& info) { return info.param; });
+                                           "importance", "knorm", "trimkv", "dbtrimkv", "random",
+                                           "expected_attention", "snapkv:alloc=pyramid",
+                                           "expected_attention:alloc=adakv"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& ch : n)
+                             if (ch == ':' || ch == '=' || ch == ',') ch = '_';
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace retain

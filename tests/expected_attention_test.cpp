@@ -31,8 +31,8 @@ std::vector<double> expected_scores(const at::Tensor& keys, const at::Tensor& qu
   std::vector<double> cos_mean(kDim, 0.0), sin_mean(kDim, 0.0);
   for (int64_t d = 0; d < kDim; ++d)
     for (int64_t p = kTokens; p < kTokens + kFuture; ++p) {
-      const double angle = static_cast<double>(p) *
-                           std::pow(10000.0, -2.0 * static_cast<double>(d % half) / kDim);
+      const double angle =
+          static_cast<double>(p) * std::pow(10000.0, -2.0 * static_cast<double>(d % half) / kDim);
       cos_mean[d] += std::cos(angle) / kFuture;
       sin_mean[d] += std::sin(angle) / kFuture;
     }
@@ -91,7 +91,8 @@ ModelConfig grouped_config() {
   return c;
 }
 
-void expect_scores(const at::Tensor& got, const std::vector<double>& want, const std::string& what) {
+void expect_scores(const at::Tensor& got, const std::vector<double>& want,
+                   const std::string& what) {
   auto row = got[0][0].to(at::kDouble);
   ASSERT_EQ(row.size(0), kTokens) << what;
   for (int64_t j = 0; j < kTokens; ++j) {

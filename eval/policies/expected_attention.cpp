@@ -36,8 +36,7 @@ class ExpectedAttention final : public EvictionPolicy {
   at::Tensor score(const ScoreContext& c) const override {
     RETAIN_CHECK(c.query_mean.defined() && c.model != nullptr,
                  "expected_attention: scored before any query was observed");
-    const int64_t b = c.keys.size(0), hk = c.keys.size(1), s = c.keys.size(2),
-                  d = c.keys.size(3);
+    const int64_t b = c.keys.size(0), hk = c.keys.size(1), s = c.keys.size(2), d = c.keys.size(3);
     const int64_t h = c.query_mean.size(1), group = h / hk;
     auto rotation = average_rotation(c);  // (B, D, D)
     // mu' = R mu and S' = R S R^T per query head.
@@ -75,7 +74,7 @@ class ExpectedAttention final : public EvictionPolicy {
     const int64_t longest = positions.max().item<int64_t>() + 1;  // dynamic NTK reads it
     auto freqs = rope_frequencies(*c.model, longest, c.keys.device());
     auto [cos, sin] = rope_cos_sin(freqs, positions, at::kFloat);  // (B, n_future, D)
-    auto cos_mean = cos.mean(1), sin_mean = sin.mean(1);          // (B, D)
+    auto cos_mean = cos.mean(1), sin_mean = sin.mean(1);           // (B, D)
     // rotate_half as a matrix: (P x)_i = -x_{i + D/2}, (P x)_{i + D/2} = x_i.
     auto half = at::eye(d / 2, cos_mean.options());
     auto rotate_half = at::zeros({d, d}, cos_mean.options());
@@ -98,29 +97,27 @@ PolicyRegistration expected_attention_policy() {
       "from the pre-RoPE queries' mean and covariance rotated by the RoPE averaged over the next "
       "`n_future` positions, averaged over the group's heads, times ||v||; the first `sinks` kept "
       "(kvpress's ExpectedAttentionPress)";
-  r.options = {
-      {"sinks", PolicyOption::Type::kInteger, "min(4, M/4)",
-       "first positions always kept and left out of the query statistics"},
-      {"n_future", PolicyOption::Type::kInteger, "512",
-       "future positions the RoPE rotation is averaged over", 1},
-      {"covariance",
-       PolicyOption::Type::kChoice,
-       "",
-       "`on`: the k^T S' k / (2D) term; `off`: the mean query alone",
-       0,
-       false,
-       {"on", "off"}},
-      {"vnorm",
-       PolicyOption::Type::kChoice,
-       "",
-       "`on`: scores times the value's L2 norm",
-       0,
-       false,
-       {"on", "off"}}};
+  r.options = {{"sinks", PolicyOption::Type::kInteger, "min(4, M/4)",
+                "first positions always kept and left out of the query statistics"},
+               {"n_future", PolicyOption::Type::kInteger, "512",
+                "future positions the RoPE rotation is averaged over", 1},
+               {"covariance",
+                PolicyOption::Type::kChoice,
+                "",
+                "`on`: the k^T S' k / (2D) term; `off`: the mean query alone",
+                0,
+                false,
+                {"on", "off"}},
+               {"vnorm",
+                PolicyOption::Type::kChoice,
+                "",
+                "`on`: scores times the value's L2 norm",
+                0,
+                false,
+                {"on", "off"}}};
   r.make = [](const PolicyArgs& a, int64_t budget) -> std::unique_ptr<EvictionPolicy> {
     const int64_t sinks = a.integer("sinks", policy_helpers::default_sinks(budget));
-    policy_helpers::check_kept_below_budget("expected_attention", "sinks", sinks, budget,
-                                            "sinks");
+    policy_helpers::check_kept_below_budget("expected_attention", "sinks", sinks, budget, "sinks");
     return std::make_unique<ExpectedAttention>(sinks, a.integer("n_future", 512),
                                                a.text("covariance", "on") == "on",
                                                a.text("vnorm", "on") == "on");
