@@ -12,7 +12,7 @@ peer_dir=$(RETAIN_PYTHON="$python" bash "$src/scripts/peers/install-kvpress.sh")
 "$retain" init-model --arch qwen3 --preset tiny --seed 1 --out model 2>/dev/null || fail "init-model"
 
 PYTHONPATH="$peer_dir" "$python" "$src/scripts/peers/bench_decode.py" --retain "$retain" \
-  --model model --batch 2 --context 160 --new-tokens 6 --budget 24 --chunk 64 --threads 1 --repeat 1 \
+  --model model --batch 2 --context 160 --new-tokens 16 --budget 24 --chunk 64 --threads 1 --repeat 1 \
   --json figures.json > table.txt || fail "bench_decode.py"
 cat table.txt
 for peer in "hf generate" "kvpress snapkv" "kvpress streaming" "kvpress knorm"; do

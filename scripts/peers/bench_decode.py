@@ -130,7 +130,14 @@ def time_peer(torch, model, ids, new_tokens, press):
         start = time.perf_counter()
         out = generate(new_tokens)
         total = time.perf_counter() - start
-    return prefill, total - prefill, out[:, ids.shape[1]:].tolist()
+    # Two separate runs: on a loaded machine the 1-token run can take longer than the N-token
+    # one, and the difference would be no time at all; such a run has no decode figure.
+    decode = total - prefill
+    if decode <= 0:
+        sys.exit(f"decode timing: the {new_tokens}-token generation ({total:.4f} s) took no longer "
+                 f"than the 1-token one ({prefill:.4f} s); the machine is too loaded to time "
+                 f"(raise --new-tokens or --repeat)")
+    return prefill, decode, out[:, ids.shape[1]:].tolist()
 
 
 def median(values):
