@@ -1,11 +1,13 @@
-// eval ppl | synthetic | longbench | longbench-v2 | dialogue | score, and policies.
+// eval ppl | synthetic | ruler | longbench | longbench-v2 | dialogue | score, and policies.
 #include <iostream>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "core/error.h"
 #include "eval/benchmarks/dialogue.h"
 #include "eval/benchmarks/longbench.h"
 #include "eval/benchmarks/longbench_v2.h"
+#include "eval/benchmarks/ruler.h"
 #include "eval/benchmarks/synthetic.h"
 #include "eval/policies/policy_registry.h"
 #include "eval/ppl_command.h"
@@ -168,6 +170,56 @@ void register_policies(CLI::App& app, Commands& commands) {
   });
 }
 
+void register_ruler(CLI::App* eval, Commands& commands) {
+  auto o = std::make_shared<RulerEvalOptions>();
+  auto sweep = std::make_shared<SweepFlags>(SweepFlags{"full", ""});
+  auto tasks = std::make_shared<std::string>();
+  auto lengths = std::make_shared<std::string>("4096");
+  auto* cmd = eval->add_subcommand(
+      "ruler", "RULER's 13 tasks at given lengths in the model's tokens, under eviction policies");
+  add_model_flags(cmd, o->model);
+  add_chat_flags(cmd, o->chat);
+  add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, nullptr, "");
+  add_batch_flag(cmd, o->batch_size);
+  cmd->add_option("--lengths", *lengths, "comma-separated target lengths in tokens")
+      ->capture_default_str();
+  cmd->add_option("--tasks", *tasks,
+                  "comma-separated tasks (default: all 13; qa_1 / qa_2 need --squad / --hotpotqa)");
+  cmd->add_option("--samples", o->samples, "samples per task and length (RULER: 500)")
+      ->check(kPositive)
+      ->capture_default_str();
+  cmd->add_option("--seed", o->seed)->capture_default_str();
+  cmd->add_option("--essays", o->essays,
+                  "essay haystack: a text file or RULER's PaulGrahamEssays.json (default: the "
+                  "noise sentences)");
+  cmd->add_option("--squad", o->squad, "SQuAD v2.0 dev JSON (for qa_1)");
+  cmd->add_option("--hotpotqa", o->hotpotqa, "HotpotQA dev distractor JSON (for qa_2)");
+  cmd->add_option("--question-mode", o->question_mode,
+                  "keep (kvpress's setting): the context is compressed once, the question and "
+                  "answer prefix kept on top; evict: they are part of the budgeted stream")
+      ->check(CLI::IsMember({"evict", "keep"}))
+      ->capture_default_str();
+  commands.add(cmd, [o, sweep, tasks, lengths] {
+    o->policies = sweep->policies();
+    o->budgets = sweep->budgets();
+    o->tasks = split_list(*tasks);
+    o->lengths.clear();
+    for (const auto& item : split_list(*lengths)) {
+      size_t used = 0;
+      int64_t value = 0;
+      try {
+        value = std::stoll(item, &used);
+      } catch (...) {
+        used = 0;
+      }
+      if (used != item.size() || item.empty())
+        fail("--lengths: expected token counts like 4096,8192, found '", item, "'");
+      o->lengths.push_back(value);
+    }
+    return run_ruler_eval(*o);
+  });
+}
+
 }  // namespace
 
 void register_eval_commands(CLI::App& app, Commands& commands) {
@@ -175,6 +227,7 @@ void register_eval_commands(CLI::App& app, Commands& commands) {
   eval->require_subcommand(1);
   register_ppl(eval, commands);
   register_synthetic(eval, commands);
+  register_ruler(eval, commands);
   register_longbench(eval, commands);
   register_longbench_v2(eval, commands);
   register_dialogue(eval, commands);

@@ -92,6 +92,32 @@ assert len(zlib.decompress(idat)) == h * (3 * w + 1)
 print(f"ok   eval synthetic: scores.json rows and a valid {w}x{h} plot.png")
 PY
 
+# RULER at 1024 tokens, two samples of five tasks, three cells: scores per task and their mean,
+# and kvpress's leaderboard layout.
+check eval-ruler "$retain" eval ruler --model "$model" --lengths 1024 --samples 2 \
+  --tasks niah_single_1,niah_multivalue,vt,cwe,fwe --policy full,snapkv,expected_attention:alloc=adakv \
+  --budget 0.5 --out "$work/ruler"
+python3 - "$work/ruler" <<'PY' || failures=$((failures + 1))
+import csv, json, sys
+d = sys.argv[1]
+rows = json.load(open(d + "/scores.json"))["results"]
+assert [r["policy"] for r in rows] == ["full", "snapkv", "expected_attention:alloc=adakv"], rows
+tasks = ["niah_single_1", "niah_multivalue", "vt", "cwe", "fwe"]
+for r in rows:
+    m = r["metrics"]
+    assert abs(m["ruler"] - sum(m[t] for t in tasks) / 5) < 0.01, m
+preds = [json.loads(l) for l in open(d + "/predictions.jsonl")]
+assert len(preds) == 30 and all(p["prompt_tokens"] + 128 <= 1024 + 1 for p in preds if p["task"].startswith("niah")), len(preds)
+lb = list(csv.reader(open(d + "/leaderboard.csv")))
+assert lb[0][:6] == ["dataset", "data_dir", "model", "method", "compression_ratio", "score"], lb[0]
+assert [r[3] for r in lb[1:]] == ["full", "snapkv", "expected_attention:alloc=adakv"], lb
+assert lb[1][4] == "0.00" and lb[2][4] == "0.50" and lb[1][1] == "1024", lb
+print("ok   eval ruler: per-task scores, their mean and leaderboard.csv")
+PY
+check_error ruler-qa-without-data "--tasks qa_1 needs --squad" "$retain" eval ruler --model "$model" --tasks qa_1 --out "$work/rulerx"
+check_error ruler-bad-length "--lengths: expected token counts like 4096,8192, found '4k'" "$retain" eval ruler --model "$model" --lengths 4k --out "$work/rulerx"
+[ ! -e "$work/rulerx" ] || { echo "FAIL eval ruler left output after an error"; failures=$((failures + 1)); }
+
 check_error missing-model "no config.json" "$retain" generate --model "$work/nope" --prompt-ids 1
 check_error both-prompts "exactly one of --prompt, --prompt-ids or --prompts-file" "$retain" generate --model "$model"
 printf 'The value of alpha is\nThe cat reads the door before noon and the key\nx\n' > "$work/prompts.txt"

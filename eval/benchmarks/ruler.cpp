@@ -1,0 +1,282 @@
+#include "eval/benchmarks/ruler.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "data/ruler.h"
+#include "eval/benchmarks/benchmark.h"
+#include "eval/metrics.h"
+#include "model/chat_template.h"
+#include "model/tokenizer.h"
+
+namespace retain {
+
+namespace {
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// kvpress's compression ratio as its run directories write it: two decimals.
+std::string fixed2(double x) {
+  std::ostringstream out;
+  out.setf(std::ios::fixed);
+  out.precision(2);
+  out << x;
+  return out.str();
+}
+
+// A CSV field: quoted when it holds a comma, a quote or a newline (policy specs hold commas).
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+class RulerBenchmark final : public Benchmark {
+ public:
+  explicit RulerBenchmark(const RulerEvalOptions& o) : o_(o) {}
+
+  std::string name() const override { return "ruler"; }
+  std::string unit_name() const override { return "q"; }
+
+  void load_data() override {
+    RETAIN_CHECK(o_.question_mode == "evict" || o_.question_mode == "keep",
+                 "eval ruler: --question-mode must be evict or keep, found '", o_.question_mode,
+                 "'");
+    RETAIN_CHECK(o_.samples >= 1, "eval ruler: --samples must be >= 1, found ", o_.samples);
+    RETAIN_CHECK(!o_.lengths.empty(), "eval ruler: --lengths is empty");
+    for (int64_t length : o_.lengths)
+      RETAIN_CHECK(length >= 256, "eval ruler: --lengths must be >= 256 tokens, found ", length);
+    sources_ = read_ruler_sources(o_.essays, o_.squad, o_.hotpotqa);
+    const auto& all = ruler_task_names();
+    if (o_.tasks.empty()) {
+      for (const auto& task : all)
+        if (ruler_task_available(task, sources_)) tasks_.push_back(task);
+    } else {
+      for (const auto& task : o_.tasks) {
+        RETAIN_CHECK(std::find(all.begin(), all.end(), task) != all.end(), "eval ruler: --tasks '",
+                     task, "' is not a RULER task (expected ", join_names(all),
+                     "); did you mean '", closest_name(task, all), "'?");
+        RETAIN_CHECK(ruler_task_available(task, sources_), "eval ruler: --tasks ", task,
+                     " needs --", task == "qa_1" ? "squad" : "hotpotqa");
+        tasks_.push_back(task);
+      }
+    }
+  }
+
+  void prepare(const EvalModel& m) override {
+    use_chat_ = o_.chat.chat || (!o_.chat.no_chat && has_chat_template(o_.model.model_dir));
+    if (use_chat_) chat_ = load_chat_template(o_.model.model_dir, o_.chat.chat_template);
+    const Tokenizer& tokenizer = *m.tokenizer;
+    const int64_t trained = m.model->config().max_position_embeddings;
+    for (int64_t length : o_.lengths)
+      if (trained > 0 && length > trained)
+        log_warn("eval ruler: --lengths ", length, " exceeds the model's max_position_embeddings (",
+                 trained, "); its positions past that are extrapolated");
+    // RULER fits lengths with the model's tokenizer, without special tokens and (with a model
+    // template) with the template's text in: the chat wrapping counts here too.
+    const auto count = [&](const std::string& text) {
+      return static_cast<int64_t>(tokenizer.encode(text).size());
+    };
+    const std::string wrap_cost = use_chat_ ? render("", "") : "";
+    const int64_t overhead = use_chat_ ? count(wrap_cost) : 0;
+    for (int64_t length : o_.lengths)
+      for (const auto& task : tasks_) {
+        log_info("eval ruler: generating ", o_.samples, " ", task, " samples at ", length,
+                 " tokens");
+        auto part = make_ruler(
+            task, length, o_.samples, o_.seed,
+            [&](const std::string& text) { return count(text) + overhead; }, sources_);
+        for (auto& s : part) {
+          haystacks_[task] = s.haystack;
+          samples_.push_back(std::move(s));
+        }
+      }
+  }
+
+  Json config() const override {
+    return {{"lengths", o_.lengths},       {"tasks", tasks_},
+            {"samples", o_.samples},       {"seed", o_.seed},
+            {"essays", o_.essays},         {"squad", o_.squad},
+            {"hotpotqa", o_.hotpotqa},     {"haystacks", haystacks_},
+            {"chat", use_chat_},           {"question_mode", o_.question_mode}};
+  }
+
+  size_t units() const override { return samples_.size(); }
+  std::string unit_key(size_t i) const override { return samples_[i].id; }
+  std::string record_key(const Json& j) const override { return j.at("id").get<std::string>(); }
+
+  GenerationRequest request(size_t i, const UnitContext& c) const override {
+    const RulerSample& s = samples_[i];
+    GenerationRequest q;
+    q.max_new_tokens = s.max_new_tokens;
+    // The answer prefix follows the assistant header with a chat template, as kvpress puts it.
+    if (use_chat_) {
+      const std::string text = render(s.context + s.question, s.answer_prefix);
+      q.prompt = c.tokenizer.encode(text);
+      if (o_.question_mode == "keep")
+        q.context_tokens =
+            question_start(c.tokenizer, text, text.substr(chat_prefix_length(s)), false);
+    } else {
+      const std::string text = s.prompt();
+      q.prompt = c.tokenizer.encode_prompt(text);
+      if (o_.question_mode == "keep")
+        q.context_tokens =
+            question_start(c.tokenizer, text, s.question + s.answer_prefix, /*with_bos=*/true);
+    }
+    if (o_.question_mode == "keep") q.budget_tokens = q.context_tokens;
+    return q;
+  }
+
+  Json record(size_t i, const GenerationRequest& /*request*/, const GenerationResult& r,
+              Json fields, const UnitContext& c) const override {
+    const RulerSample& s = samples_[i];
+    const std::string pred = ruler_postprocess(c.tokenizer.decode(r.tokens, true));
+    fields.update({{"id", s.id},
+                   {"task", s.task},
+                   {"length", s.length},
+                   {"outputs", s.outputs},
+                   {"pred", pred},
+                   {"score", ruler_string_match(pred, s.outputs, !ruler_uses_match_part(s.task))}});
+    return fields;
+  }
+
+  Json aggregate(const std::vector<Json>& records) const override {
+    // Per (task, length) the mean score x 100 (RULER's round to 2 decimals); a task's score is
+    // its mean over the lengths, a length's the mean over its tasks, "ruler" the mean over all.
+    std::map<std::pair<std::string, int64_t>, std::pair<double, int64_t>> cells;
+    double peak = 0;
+    int64_t max_attended = -1;
+    for (const auto& r : records) {
+      auto& [sum, n] = cells[{r.at("task").get<std::string>(), r.at("length").get<int64_t>()}];
+      sum += r.at("score").get<double>();
+      n += 1;
+      peak += r.at("peak_kv_bytes").get<double>();
+      max_attended = std::max(max_attended, r.value("max_attended_entries", int64_t{-1}));
+    }
+    Json metrics = Json::object();
+    std::map<std::string, std::vector<double>> per_task;
+    std::map<int64_t, std::vector<double>> per_length;
+    for (const auto& [key, sn] : cells) {
+      const double score = python_round(100.0 * sn.first / static_cast<double>(sn.second), 2);
+      per_task[key.first].push_back(score);
+      per_length[key.second].push_back(score);
+      if (o_.lengths.size() > 1) metrics[str_cat(key.first, "@", key.second)] = score;
+    }
+    auto mean = [](const std::vector<double>& v) {
+      double s = 0;
+      for (double x : v) s += x;
+      return v.empty() ? 0.0 : s / static_cast<double>(v.size());
+    };
+    std::vector<double> task_scores;
+    for (const auto& [task, scores] : per_task) {
+      metrics[task] = python_round(mean(scores), 2);
+      task_scores.push_back(mean(scores));
+    }
+    if (o_.lengths.size() > 1)
+      for (const auto& [length, scores] : per_length)
+        metrics[str_cat("ruler@", length)] = python_round(mean(scores), 2);
+    metrics["ruler"] = python_round(mean(task_scores), 2);
+    metrics["peak_kv_bytes"] = records.empty() ? 0.0 : peak / static_cast<double>(records.size());
+    metrics["max_attended_entries"] = max_attended;
+    return metrics;
+  }
+
+  PlotSpec plot() const override {
+    PlotSpec spec{"RULER", "score", {{"ruler", "mean of the tasks"}}, "peak_kv_bytes"};
+    for (const auto& task : tasks_) spec.panels.push_back({task, task});
+    return spec;
+  }
+  std::vector<std::string> table_columns() const override {
+    std::vector<std::string> columns = {"ruler"};
+    if (o_.lengths.size() > 1)
+      for (int64_t length : o_.lengths) columns.push_back(str_cat("ruler@", length));
+    for (const auto& task : tasks_) columns.push_back(task);
+    columns.push_back("max_attended_entries");
+    return columns;
+  }
+
+  const std::vector<std::string>& tasks() const { return tasks_; }
+
+ private:
+  // The chat-rendered prompt: `user` as the user's turn, then the generation prompt, then `after`
+  // (the answer prefix). Thinking off, as kvpress renders it.
+  std::string render(const std::string& user, const std::string& after) const {
+    ChatOptions options;
+    options.enable_thinking = false;
+    return chat_->render({{"user", user}}, options) + after;
+  }
+  // Where the question starts in the rendered prompt: the text before it is the template's
+  // opening and the context.
+  size_t chat_prefix_length(const RulerSample& s) const {
+    const std::string opening = render("", "");
+    const std::string text = render(s.context + s.question, s.answer_prefix);
+    // The user turn starts where the empty render and the full one first differ.
+    size_t start = 0;
+    while (start < opening.size() && start < text.size() && opening[start] == text[start]) ++start;
+    return start + s.context.size();
+  }
+
+  RulerEvalOptions o_;
+  RulerSources sources_;
+  std::vector<std::string> tasks_;
+  std::vector<RulerSample> samples_;
+  std::map<std::string, std::string> haystacks_;
+  bool use_chat_ = false;
+  std::optional<ChatTemplate> chat_;
+};
+
+// DIR/leaderboard.csv from DIR/scores.json: kvpress's leaderboard columns (dataset, data_dir,
+// model, method, compression_ratio, score), then retain's budget and the task scores. A
+// fractional budget b of the context is kvpress's compression ratio 1 - b; an absolute budget
+// has none.
+void write_leaderboard(const fs::path& out, const RulerEvalOptions& o,
+                       const std::vector<std::string>& tasks) {
+  const Json scores = parse_json(read_text_file(out / "scores.json"), (out / "scores.json").string());
+  std::ostringstream csv;
+  csv << "dataset,data_dir,model,method,compression_ratio,score,budget";
+  for (const auto& task : tasks) csv << "," << task;
+  csv << "\n";
+  const std::string model = fs::path(o.model.model_dir).filename().string();
+  for (const auto& result : scores.at("results")) {
+    const Json& m = result.at("metrics");
+    const std::string policy = result.at("policy").get<std::string>();
+    const Json& budget = result.at("budget");
+    std::string ratio = "0.00";
+    if (!budget.is_null())
+      ratio = budget.get<double>() < 1 ? fixed2(1.0 - budget.get<double>()) : "";
+    for (int64_t length : o.lengths) {
+      const std::string suffix = o.lengths.size() > 1 ? str_cat("@", length) : "";
+      csv << "ruler," << length << "," << csv_field(model) << "," << csv_field(policy) << ","
+          << ratio << "," << m.at("ruler" + suffix).dump() << ","
+          << (budget.is_null() ? "" : budget.dump());
+      for (const auto& task : tasks)
+        csv << "," << (m.contains(task + suffix) ? m.at(task + suffix).dump() : "");
+      csv << "\n";
+    }
+  }
+  write_text_file_atomic(out / "leaderboard.csv", csv.str());
+}
+
+}  // namespace
+
+int run_ruler_eval(const RulerEvalOptions& o) {
+  RulerBenchmark benchmark(o);
+  const int rc = run_sweep(benchmark,
+                           {o.model, o.policies, o.budgets, o.gates, o.chunk, o.batch_size, o.out});
+  write_leaderboard(o.out, o, benchmark.tasks());
+  log_info("wrote ", (fs::path(o.out) / "leaderboard.csv").string());
+  return rc;
+}
+
+}  // namespace retain
