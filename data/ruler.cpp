@@ -26,7 +26,8 @@ constexpr const char* kCweInstruction =
     "Memorize the ones that appear most often.\n";
 constexpr const char* kCweQuestion =
     "Question: What are the 10 most common words in the above list?";
-constexpr const char* kCwePrefix = " Answer: The top 10 words that appear most often in the list are:";
+constexpr const char* kCwePrefix =
+    " Answer: The top 10 words that appear most often in the list are:";
 constexpr const char* kFweInstruction =
     "Read the following coded text and track the frequency of each coded word. Find the three "
     "most frequently appeared coded words. ";
@@ -65,7 +66,8 @@ class Rng {
     RETAIN_CHECK(k <= n, "ruler: ", k, " distinct draws from ", n, " (internal)");
     std::vector<int64_t> pool(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) pool[i] = i;
-    for (int64_t i = 0; i < k; ++i) std::swap(pool[i], pool[i + static_cast<int64_t>(below(n - i))]);
+    for (int64_t i = 0; i < k; ++i)
+      std::swap(pool[i], pool[i + static_cast<int64_t>(below(n - i))]);
     pool.resize(static_cast<size_t>(k));
     return pool;
   }
@@ -199,8 +201,8 @@ RulerSample niah(const std::string& task, int64_t units, Rng& rng, const RulerSo
     for (int64_t i = 0; i < std::max(units, n); ++i)
       lines.push_back(haystack == "noise"
                           ? std::string(kNoise)
-                          : "One of the special magic " + plural + " for " +
-                                draw(rng, c.key_type) + " is: " + draw(rng, c.value_type) + ".");
+                          : "One of the special magic " + plural + " for " + draw(rng, c.key_type) +
+                                " is: " + draw(rng, c.value_type) + ".");
     auto at = rng.sample(static_cast<int64_t>(lines.size()), n);
     std::sort(at.rbegin(), at.rend());  // the first needle at the deepest index
     for (int64_t i = 0; i < n; ++i) lines.insert(lines.begin() + at[i], needles[i]);
@@ -223,13 +225,14 @@ RulerSample niah(const std::string& task, int64_t units, Rng& rng, const RulerSo
   // 'are' -> 'is', "numbers" -> "number"); the needles stay plural.
   const bool single = c.queries * c.values == 1;
   const std::string type = single ? plural.substr(0, plural.size() - 1) : plural;
-  s.context = std::string(single ? "A special magic " + type + " is" : "Some special magic " + type +
-                                                                         " are") +
+  s.context = std::string(single ? "A special magic " + type + " is"
+                                 : "Some special magic " + type + " are") +
               " hidden within the following text. Make sure to memorize it. I will quiz you about "
               "the " +
               type + " afterwards.\n" + text + "\n";
-  s.question = std::string(single ? "What is the special magic " : "What are all the special magic ") +
-               type + " for " + query + " mentioned in the provided text?";
+  s.question =
+      std::string(single ? "What is the special magic " : "What are all the special magic ") +
+      type + " for " + query + " mentioned in the provided text?";
   s.answer_prefix = " The special magic " + type + " for " + query +
                     " mentioned in the provided text " + (single ? "is" : "are");
   return s;
@@ -267,7 +270,8 @@ Chain variable_chain(Rng& rng, int64_t noises, int64_t name_length, int64_t hops
 }
 
 std::string vt_question(const std::string& value) {
-  return "Question: Find all variables that are assigned the value " + value + " in the text above.";
+  return "Question: Find all variables that are assigned the value " + value +
+         " in the text above.";
 }
 std::string vt_prefix(const std::string& value, int64_t count) {
   return " Answer: According to the chain(s) of variable assignment in the text above, " +
@@ -321,7 +325,8 @@ const std::vector<std::string>& word_pool(size_t needed) {
 
 std::string numbered(const std::vector<std::string>& words) {
   std::string out;
-  for (size_t i = 0; i < words.size(); ++i) out += (i ? " " : "") + std::to_string(i + 1) + ". " + words[i];
+  for (size_t i = 0; i < words.size(); ++i)
+    out += (i ? " " : "") + std::to_string(i + 1) + ". " + words[i];
   return out;
 }
 
@@ -331,7 +336,8 @@ std::pair<std::string, std::vector<std::string>> word_list(Rng& rng, int64_t dis
                                                            int64_t common, int64_t uncommon) {
   const auto& pool = word_pool(static_cast<size_t>(distinct));
   std::vector<std::string> chosen;
-  for (int64_t i : rng.sample(static_cast<int64_t>(pool.size()), distinct)) chosen.push_back(pool[i]);
+  for (int64_t i : rng.sample(static_cast<int64_t>(pool.size()), distinct))
+    chosen.push_back(pool[i]);
   std::vector<std::string> items;
   for (int64_t i = 0; i < distinct; ++i)
     for (int64_t r = 0; r < (i < 10 ? common : uncommon); ++r) items.push_back(chosen[i]);
@@ -345,7 +351,8 @@ RulerSample common_words(int64_t distinct, int64_t length, Rng& rng) {
   const bool long_list = length >= 4096;
   const auto [example, example_common] =
       long_list ? word_list(rng, 40, 10, 3) : word_list(rng, 20, 3, 1);
-  const auto [list, common] = long_list ? word_list(rng, distinct, 30, 3) : word_list(rng, distinct, 6, 1);
+  const auto [list, common] =
+      long_list ? word_list(rng, distinct, 30, 3) : word_list(rng, distinct, 6, 1);
   RulerSample s;
   s.context = std::string(kCweInstruction) + example + "\n" + kCweQuestion + kCwePrefix + " " +
               numbered(example_common) + "\n" + kCweInstruction + list + "\n";
@@ -360,7 +367,8 @@ RulerSample frequent_words(int64_t words, int64_t length, Rng& rng) {
   // floor(words k^-2 / zeta(2)) times; rank 1 is the "...." noise, ranks 2-4 are the answer.
   const int64_t vocab_size = std::max<int64_t>(5, (length - 50) / 50);
   std::set<std::string> distinct;
-  while (static_cast<int64_t>(distinct.size()) < vocab_size) distinct.insert(rng.letters(6, 'a', 26));
+  while (static_cast<int64_t>(distinct.size()) < vocab_size)
+    distinct.insert(rng.letters(6, 'a', 26));
   std::vector<std::string> vocab(distinct.begin(), distinct.end());
   rng.shuffle(vocab);
   vocab[0] = "...";
@@ -387,7 +395,8 @@ RulerSample question_answering(const RulerQa& qa, const std::vector<std::string>
   const auto wanted = std::max<int64_t>(documents, static_cast<int64_t>(docs.size()));
   const auto extra = wanted - static_cast<int64_t>(docs.size());
   if (extra <= static_cast<int64_t>(qa.other.size())) {
-    for (int64_t i : rng.sample(static_cast<int64_t>(qa.other.size()), extra)) docs.push_back(qa.other[i]);
+    for (int64_t i : rng.sample(static_cast<int64_t>(qa.other.size()), extra))
+      docs.push_back(qa.other[i]);
   } else {
     docs.insert(docs.end(), qa.other.begin(), qa.other.end());
     std::set<std::string> taken(docs.begin(), docs.end());
@@ -426,9 +435,9 @@ int64_t fit_size(const std::function<RulerSample(int64_t, Rng&)>& make, int64_t 
   Rng probe(seed_of_sample0);
   const double per_unit = std::max(
       1e-3, static_cast<double>(count_tokens(make(incremental, probe).prompt())) / incremental);
-  int64_t lo = incremental, hi = std::max<int64_t>(
-                                static_cast<int64_t>(static_cast<double>(length) / per_unit * 3),
-                                2 * incremental);
+  int64_t lo = incremental,
+          hi = std::max<int64_t>(static_cast<int64_t>(static_cast<double>(length) / per_unit * 3),
+                                 2 * incremental);
   // A task with a large fixed part (cwe's 300 common items) makes the estimate low: double the
   // bound until it no longer fits.
   while (fits(hi) && hi < (int64_t{1} << 26)) {
@@ -521,10 +530,19 @@ RulerSources read_ruler_sources(const std::string& essays, const std::string& sq
 }
 
 const std::vector<std::string>& ruler_task_names() {
-  static const std::vector<std::string> names = {
-      "niah_single_1",   "niah_single_2",   "niah_single_3",   "niah_multikey_1", "niah_multikey_2",
-      "niah_multikey_3", "niah_multivalue", "niah_multiquery", "vt",              "cwe",
-      "fwe",             "qa_1",            "qa_2"};
+  static const std::vector<std::string> names = {"niah_single_1",
+                                                 "niah_single_2",
+                                                 "niah_single_3",
+                                                 "niah_multikey_1",
+                                                 "niah_multikey_2",
+                                                 "niah_multikey_3",
+                                                 "niah_multivalue",
+                                                 "niah_multiquery",
+                                                 "vt",
+                                                 "cwe",
+                                                 "fwe",
+                                                 "qa_1",
+                                                 "qa_2"};
   return names;
 }
 
@@ -551,8 +569,9 @@ std::vector<RulerSample> make_ruler(const std::string& task, int64_t length, int
   const auto& names = ruler_task_names();
   RETAIN_CHECK(std::find(names.begin(), names.end(), task) != names.end(),
                "eval ruler: unknown task '", task, "' (expected one of ", join(names, ", "), ")");
-  RETAIN_CHECK(ruler_task_available(task, sources), "eval ruler: ", task, " needs --",
-               task == "qa_1" ? "squad (SQuAD v2.0 dev JSON)" : "hotpotqa (HotpotQA dev distractor JSON)");
+  RETAIN_CHECK(
+      ruler_task_available(task, sources), "eval ruler: ", task, " needs --",
+      task == "qa_1" ? "squad (SQuAD v2.0 dev JSON)" : "hotpotqa (HotpotQA dev distractor JSON)");
   const int64_t max_new = ruler_max_new_tokens(task);
   RETAIN_CHECK(length > max_new + 64, "eval ruler: length ", length, " leaves no room for a ", task,
                " prompt (", max_new, " tokens are its answer budget)");
@@ -592,8 +611,8 @@ std::vector<RulerSample> make_ruler(const std::string& task, int64_t length, int
       return question_answering(qas.front(), docs, documents, rng);
     };
   }
-  const int64_t size =
-      fit_size(make, incremental, length, max_new, stream_seed(seed, task, length, 0, 0), count_tokens);
+  const int64_t size = fit_size(make, incremental, length, max_new,
+                                stream_seed(seed, task, length, 0, 0), count_tokens);
 
   std::vector<RulerSample> out;
   for (int64_t i = 0; i < count; ++i) {

@@ -44,8 +44,8 @@ TEST(Ruler, EverySampleFitsItsLengthAndFillsMostOfIt) {
 
 TEST(Ruler, NeedlesAnswerTheQuestion) {
   const RulerSources none;
-  for (const auto& task : {"niah_single_1", "niah_multikey_1", "niah_multikey_3",
-                           "niah_multivalue", "niah_multiquery"}) {
+  for (const auto& task : {"niah_single_1", "niah_multikey_1", "niah_multikey_3", "niah_multivalue",
+                           "niah_multiquery"}) {
     for (const auto& s : make_ruler(task, 2048, 4, 1, bytes_over_four, none)) {
       const std::string type = s.outputs[0].size() == 36 ? "uuids" : "numbers";
       for (const auto& value : s.outputs) {
@@ -72,8 +72,9 @@ TEST(Ruler, NeedlesAnswerTheQuestion) {
   EXPECT_EQ(s.question.rfind("What is the special magic number for ", 0), 0u);
   const std::string ending = " mentioned in the provided text is";
   EXPECT_EQ(s.answer_prefix.substr(s.answer_prefix.size() - ending.size()), ending);
-  EXPECT_GT(occurrences(s.context, "The grass is green. The sky is blue. The sun is yellow. Here "
-                                   "we go. There and back again.\n"),
+  EXPECT_GT(occurrences(s.context,
+                        "The grass is green. The sky is blue. The sun is yellow. Here "
+                        "we go. There and back again.\n"),
             10);
   EXPECT_EQ(s.outputs[0].size(), 7u);  // a 7-digit number
   EXPECT_EQ(s.haystack, "noise");
@@ -158,7 +159,8 @@ TEST(Ruler, QuestionAnsweringAndEssaysFromTheUsersFiles) {
   EXPECT_NE(essay.context.find("Essay sentence number"), std::string::npos);
   EXPECT_NE(essay.context.find("One of the special magic numbers for "), std::string::npos);
   // What the user's files lack is named.
-  EXPECT_ERROR_CONTAINS(make_ruler("qa_2", 512, 1, 1, bytes_over_four, sources), "needs --hotpotqa");
+  EXPECT_ERROR_CONTAINS(make_ruler("qa_2", 512, 1, 1, bytes_over_four, sources),
+                        "needs --hotpotqa");
   EXPECT_ERROR_CONTAINS(read_ruler_sources("", (dir.path() / "missing.json").string(), ""),
                         "missing.json");
   const auto broken = dir.path() / "broken.json";
@@ -170,15 +172,17 @@ TEST(Ruler, QuestionAnsweringAndEssaysFromTheUsersFiles) {
 
 TEST(Ruler, StringMatchIsRulers) {
   // string_match_all: the fraction of references found, case-insensitively; part: any of them.
-  EXPECT_DOUBLE_EQ(ruler_string_match("The numbers are 1234567 and 7654321.", {"1234567", "7654321"},
-                                      true),
-                   1.0);
+  EXPECT_DOUBLE_EQ(
+      ruler_string_match("The numbers are 1234567 and 7654321.", {"1234567", "7654321"}, true),
+      1.0);
   EXPECT_DOUBLE_EQ(ruler_string_match("only 1234567", {"1234567", "7654321"}, true), 0.5);
   EXPECT_DOUBLE_EQ(ruler_string_match("NORTH, of course", {"north", "up"}, false), 1.0);
   EXPECT_DOUBLE_EQ(ruler_string_match("south", {"north", "up"}, false), 0.0);
   EXPECT_DOUBLE_EQ(ruler_string_match("91234567", {"1234567"}, true), 1.0);  // a plain substring
   EXPECT_DOUBLE_EQ(ruler_string_match("anything", {}, true), 0.0);
-  EXPECT_EQ(ruler_postprocess("  a\tb\x01" "c \n"), "a\nb\nc");
+  EXPECT_EQ(ruler_postprocess("  a\tb\x01"
+                              "c \n"),
+            "a\nb\nc");
   EXPECT_TRUE(ruler_uses_match_part("qa_2"));
   EXPECT_FALSE(ruler_uses_match_part("vt"));
 }

@@ -65,8 +65,8 @@ class RulerBenchmark final : public Benchmark {
     } else {
       for (const auto& task : o_.tasks) {
         RETAIN_CHECK(std::find(all.begin(), all.end(), task) != all.end(), "eval ruler: --tasks '",
-                     task, "' is not a RULER task (expected ", join_names(all),
-                     "); did you mean '", closest_name(task, all), "'?");
+                     task, "' is not a RULER task (expected ", join_names(all), "); did you mean '",
+                     closest_name(task, all), "'?");
         RETAIN_CHECK(ruler_task_available(task, sources_), "eval ruler: --tasks ", task,
                      " needs --", task == "qa_1" ? "squad" : "hotpotqa");
         tasks_.push_back(task);
@@ -105,11 +105,11 @@ class RulerBenchmark final : public Benchmark {
   }
 
   Json config() const override {
-    return {{"lengths", o_.lengths},       {"tasks", tasks_},
-            {"samples", o_.samples},       {"seed", o_.seed},
-            {"essays", o_.essays},         {"squad", o_.squad},
-            {"hotpotqa", o_.hotpotqa},     {"haystacks", haystacks_},
-            {"chat", use_chat_},           {"question_mode", o_.question_mode}};
+    return {{"lengths", o_.lengths},   {"tasks", tasks_},
+            {"samples", o_.samples},   {"seed", o_.seed},
+            {"essays", o_.essays},     {"squad", o_.squad},
+            {"hotpotqa", o_.hotpotqa}, {"haystacks", haystacks_},
+            {"chat", use_chat_},       {"question_mode", o_.question_mode}};
   }
 
   size_t units() const override { return samples_.size(); }
@@ -242,7 +242,8 @@ class RulerBenchmark final : public Benchmark {
 // has none.
 void write_leaderboard(const fs::path& out, const RulerEvalOptions& o,
                        const std::vector<std::string>& tasks) {
-  const Json scores = parse_json(read_text_file(out / "scores.json"), (out / "scores.json").string());
+  const Json scores =
+      parse_json(read_text_file(out / "scores.json"), (out / "scores.json").string());
   std::ostringstream csv;
   csv << "dataset,data_dir,model,method,compression_ratio,score,budget";
   for (const auto& task : tasks) csv << "," << task;
@@ -272,8 +273,8 @@ void write_leaderboard(const fs::path& out, const RulerEvalOptions& o,
 
 int run_ruler_eval(const RulerEvalOptions& o) {
   RulerBenchmark benchmark(o);
-  const int rc = run_sweep(benchmark,
-                           {o.model, o.policies, o.budgets, o.gates, o.chunk, o.batch_size, o.out});
+  const int rc =
+      run_sweep(benchmark, {o.model, o.policies, o.budgets, o.gates, o.chunk, o.batch_size, o.out});
   write_leaderboard(o.out, o, benchmark.tasks());
   log_info("wrote ", (fs::path(o.out) / "leaderboard.csv").string());
   return rc;

@@ -1,0 +1,129 @@
+#include "gates/scorer_bank.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/grad_mode.h>
+
+#include "core/error.h"
+#include "gates/future_attention.h"
+#include "model/activation.h"
+
+namespace retain {
+
+Json ScorerConfig::to_json() const {
+  return {{"kind", kind}, {"width", width}, {"init_std", init_std}};
+}
+
+ScorerConfig ScorerConfig::from_json(const Json& json, const std::string& where) {
+  ScorerConfig c;
+  c.kind = json_get<std::string>(json, "kind", where);
+  c.width = json_get<int64_t>(json, "width", where);
+  c.init_std = json_get_optional<double>(json, "init_std", where).value_or(ScorerConfig{}.init_std);
+  c.validate(where);
+  return c;
+}
+
+void ScorerConfig::validate(const std::string& where) const {
+  RETAIN_CHECK(kind == "locret" || kind == "kvzap", where, ": scorer kind '", kind,
+               "' is not supported (expected locret or kvzap)");
+  RETAIN_CHECK(width > 0, where, ": scorer width must be positive, found ", width);
+  RETAIN_CHECK(init_std >= 0, where, ": scorer init_std must be >= 0, found ", init_std);
+}
+
+ScorerBank::ScorerBank(const ScorerConfig& config, const ModelConfig& model, at::Device device,
+                       uint64_t seed)
+    : config_(config), activation_(model.activation) {
+  config_.validate("scorer");
+  const int64_t r = config.width, hk = model.num_kv_heads;
+  input_size_ = config.kind == "locret" ? (model.num_heads + 2 * hk) * model.head_dim
+                                        : model.hidden_size;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  auto opts = at::TensorOptions().dtype(at::kFloat);
+  // Drawn on the CPU in a fixed order so every device and rank starts from the same weights.
+  auto normal = [&](std::vector<int64_t> shape) {
+    return at::normal(0.0, config.init_std, shape, gen, opts).to(device).requires_grad_(true);
+  };
+  auto zeros = [&](std::vector<int64_t> shape) {
+    return at::zeros(shape, opts.device(device)).requires_grad_(true);
+  };
+  for (int64_t l = 0; l < model.num_layers; ++l) {
+    const std::string p = str_cat("layers.", l, ".scorer.");
+    Layer layer{normal({r, input_size_}), zeros({r}), normal({hk, r}), zeros({hk})};
+    params_.emplace_back(p + "linear1.weight", layer.w1);
+    params_.emplace_back(p + "linear1.bias", layer.b1);
+    params_.emplace_back(p + "linear2.weight", layer.w2);
+    params_.emplace_back(p + "linear2.bias", layer.b2);
+    layers_.push_back(std::move(layer));
+  }
+}
+
+at::Tensor ScorerBank::score(const LayerTensors& t) const {
+  RETAIN_CHECK(t.layer >= 0 && t.layer < static_cast<int64_t>(layers_.size()), "ScorerBank: layer ",
+               t.layer, " out of range");
+  const Layer& s = layers_[t.layer];
+  at::Tensor input;
+  if (config_.kind == "locret") {
+    // (B, heads, T, D) -> (B, T, heads D) each, then one row per token.
+    auto flat = [](const at::Tensor& x) {
+      return x.transpose(1, 2).reshape({x.size(0), x.size(2), -1});
+    };
+    input = at::cat({flat(t.q), flat(t.k), flat(t.v)}, -1);
+  } else {
+    input = t.hidden;
+  }
+  RETAIN_CHECK(input.size(-1) == input_size_, "ScorerBank: layer ", t.layer, " input of width ",
+               input.size(-1), ", expected ", input_size_);
+  auto h = activate(activation_, at::linear(input.to(at::kFloat), s.w1, s.b1));
+  return at::linear(h, s.w2, s.b2).transpose(1, 2).contiguous();  // (B, Hk, T)
+}
+
+std::vector<at::Tensor> ScorerBank::parameters() const {
+  std::vector<at::Tensor> out;
+  for (const auto& [name, p] : params_) out.push_back(p);
+  return out;
+}
+
+void ScorerBank::load(const std::vector<std::pair<std::string, at::Tensor>>& named,
+                      const std::string& where) {
+  at::NoGradGuard no_grad;
+  for (auto& [name, p] : params_) {
+    const at::Tensor* src = nullptr;
+    for (const auto& [n, t] : named)
+      if (n == name) src = &t;
+    RETAIN_CHECK(src != nullptr, where, ": missing scorer tensor '", name, "'");
+    RETAIN_CHECK(src->sizes() == p.sizes(), where, ": scorer tensor '", name, "' has shape ",
+                 src->sizes(), " but this model's ", config_.kind, " scorer needs ", p.sizes());
+    p.copy_(*src);
+  }
+  RETAIN_CHECK(named.size() == params_.size(), where, ": holds ", named.size(),
+               " scorer tensors, expected ", params_.size());
+}
+
+at::Tensor scorer_target(const std::string& kind, const at::Tensor& q, const at::Tensor& k,
+                         const at::Tensor& segments) {
+  if (kind == "locret") return future_attention(q, k, segments, FutureReduce::kMax);
+  RETAIN_CHECK(kind == "kvzap", "scorer_target: unknown kind '", kind, "'");
+  // A real token's mass includes its own attention to itself, so it is > 0; padding's is 0 and
+  // is never scored (the floor only keeps the log finite there).
+  return future_attention(q, k, segments, FutureReduce::kSum).clamp_min(1e-30).log();
+}
+
+ScorerLossSums scorer_loss_sums(const std::string& kind, const at::Tensor& prediction,
+                                const at::Tensor& target, const at::Tensor& segments) {
+  RETAIN_CHECK(prediction.sizes() == target.sizes() && prediction.dim() == 3 &&
+                   segments.sizes() == at::IntArrayRef({prediction.size(0), prediction.size(2)}),
+               "scorer_loss_sums: expected prediction and target (B, Hk, T) and segments (B, T), "
+               "found ",
+               prediction.sizes(), ", ", target.sizes(), " and ", segments.sizes());
+  const auto diff = prediction - target.to(prediction.scalar_type());
+  // SmoothL1 with beta 1: 0.5 x^2 below |x| = 1, |x| - 0.5 above (torch's smooth_l1_loss).
+  const auto per_entry = kind == "locret" ? at::where(diff.abs() < 1, 0.5 * diff * diff,
+                                                      diff.abs() - 0.5)
+                                          : diff * diff;
+  const auto real = (segments >= 0).unsqueeze(1).to(per_entry.scalar_type());  // (B, 1, T)
+  ScorerLossSums out;
+  out.sum = (per_entry * real).sum();
+  out.count = (segments >= 0).sum().item<int64_t>() * prediction.size(1);
+  return out;
+}
+
+}  // namespace retain
