@@ -1,6 +1,7 @@
 #include "checkpoints/export.h"
 
 #include "checkpoints/gate_file.h"
+#include "checkpoints/scorer_file.h"
 #include "checkpoints/step_dir.h"
 #include "core/config.h"
 #include "core/error.h"
@@ -28,6 +29,13 @@ void export_checkpoint(const fs::path& checkpoint, const fs::path& out) {
     write_file_atomic(
         out, [&](const fs::path& tmp) { fs::copy_file(step_dir / "gates.safetensors", tmp); });
     log_info("exported gates of ", step_dir.string(), " to ", out.string());
+    return;
+  }
+  if (kind == "scorer") {
+    read_scorer_file_info(step_dir / "scorer.safetensors");  // validates before copying
+    write_file_atomic(
+        out, [&](const fs::path& tmp) { fs::copy_file(step_dir / "scorer.safetensors", tmp); });
+    log_info("exported the scorer of ", step_dir.string(), " to ", out.string());
     return;
   }
   RETAIN_CHECK(kind == "base", step_dir.string(), ": unknown checkpoint kind '", kind, "'");

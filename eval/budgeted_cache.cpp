@@ -14,11 +14,16 @@ namespace {
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 std::unique_ptr<EvictionPolicy> checked_policy(const PolicySpec& spec, int64_t budget,
-                                               const GateBank* gates) {
+                                               const LearnedModules& learned) {
   RETAIN_CHECK(spec.budgeted(), "BudgetedKvCache: the full policy uses FullKvCache");
   RETAIN_CHECK(budget >= 1, "--budget must leave at least 1 entry per head, found ", budget);
-  RETAIN_CHECK(!spec.needs_gates() || gates != nullptr, "--policy ", spec.name(),
+  RETAIN_CHECK(!spec.needs_gates() || learned.gates != nullptr, "--policy ", spec.name(),
                " needs learned gates: pass --gates FILE (retain export / import-gates)");
+  RETAIN_CHECK(!spec.needs_scorer() || learned.scorer != nullptr, "--policy ", spec.name(),
+               " needs its learned scorer: ", spec.name(), ":scorer=FILE (retain export of a ",
+               spec.name(), " run)");
+  RETAIN_CHECK(!spec.needs_scorer() || learned.scorer->config().kind == spec.name(), "--policy ",
+               spec.name(), ": its scorer file holds a ", learned.scorer->config().kind, " scorer");
   return make_policy(spec, budget);
 }
 
@@ -37,16 +42,17 @@ at::Tensor per_row(const at::Tensor& counts, int64_t dims) {
 }  // namespace
 
 BudgetedKvCache::BudgetedKvCache(const ModelConfig& model, const PolicySpec& policy, int64_t budget,
-                                 int64_t chunk, const GateBank* gates)
-    : BudgetedKvCache(model, policy, std::vector<int64_t>{budget}, chunk, gates) {}
+                                 int64_t chunk, LearnedModules learned)
+    : BudgetedKvCache(model, policy, std::vector<int64_t>{budget}, chunk, learned) {}
 
 BudgetedKvCache::BudgetedKvCache(const ModelConfig& model, const PolicySpec& policy,
-                                 std::vector<int64_t> budgets, int64_t chunk, const GateBank* gates)
+                                 std::vector<int64_t> budgets, int64_t chunk,
+                                 LearnedModules learned)
     : model_(model),
       spec_(policy),
       budgets_(std::move(budgets)),
       capacity_(0),
-      gates_(gates),
+      learned_(learned),
       layers_(static_cast<size_t>(model.num_layers)) {
   RETAIN_CHECK(chunk >= 1, "--chunk must be >= 1");
   RETAIN_CHECK(!budgets_.empty(), "BudgetedKvCache: no budget");
@@ -60,7 +66,7 @@ BudgetedKvCache::BudgetedKvCache(const ModelConfig& model, const PolicySpec& pol
     auto group = std::find_if(groups_.begin(), groups_.end(),
                               [&](const PolicyGroup& g) { return g.budget == budget; });
     if (group == groups_.end()) {
-      groups_.push_back({PolicyHandle(checked_policy(spec_, budget, gates)), budget, {}, {}});
+      groups_.push_back({PolicyHandle(checked_policy(spec_, budget, learned_)), budget, {}, {}});
       group = groups_.end() - 1;
     }
     group->rows.push_back(static_cast<int64_t>(r));
@@ -157,12 +163,13 @@ void BudgetedKvCache::observe(const LayerTensors& t) {
   bind_rows(t.q.size(0), t.q.device());
   Layer& l = layers_.at(t.layer);
   l.pending_stat = by_group([&](const PolicyGroup& g, const at::Tensor& rows) {
-    if (!rows.defined()) return g.policy->token_statistic(t, gates_);
+    if (!rows.defined()) return g.policy->token_statistic(t, learned_);
     const auto hidden = select_rows(t.hidden, rows), q = select_rows(t.q, rows),
                k = select_rows(t.k, rows), v = select_rows(t.v, rows),
                positions = select_rows(t.positions, rows),
                q_before_rope = select_rows(t.q_before_rope, rows);
-    return g.policy->token_statistic({t.layer, hidden, q, k, v, positions, q_before_rope}, gates_);
+    return g.policy->token_statistic({t.layer, hidden, q, k, v, positions, q_before_rope},
+                                     learned_);
   });
   if (policy().query_statistics_from() >= 0 && !frozen_)
     add_query_statistics(l, t.q_before_rope, t.positions);

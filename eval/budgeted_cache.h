@@ -33,13 +33,14 @@ namespace retain {
 
 class BudgetedKvCache : public KvCache {
  public:
-  // `gates` is required by trimkv / dbtrimkv and must outlive the cache. `chunk` is the largest
-  // number of tokens one forward appends (the prefill chunk).
+  // `learned` holds the gates trimkv / dbtrimkv need or the scorer locret / kvzap need (they must
+  // outlive the cache). `chunk` is the largest number of tokens one forward appends (the prefill
+  // chunk).
   BudgetedKvCache(const ModelConfig& model, const PolicySpec& policy, int64_t budget, int64_t chunk,
-                  const GateBank* gates = nullptr);
+                  LearnedModules learned = {});
   // One budget per sequence of the batch (the batch size must then match), or one for all.
   BudgetedKvCache(const ModelConfig& model, const PolicySpec& policy, std::vector<int64_t> budgets,
-                  int64_t chunk, const GateBank* gates = nullptr);
+                  int64_t chunk, LearnedModules learned = {});
 
   void observe(const LayerTensors& tensors) override;
   KvEntries append(int64_t layer, const at::Tensor& keys, const at::Tensor& values,
@@ -175,7 +176,7 @@ class BudgetedKvCache : public KvCache {
   std::vector<int64_t> budgets_;  // per sequence, or one for all
   std::vector<PolicyGroup> groups_;
   int64_t capacity_;
-  const GateBank* gates_;
+  LearnedModules learned_;
   at::Tensor budget_rows_;  // (B,) int64 on the device, from the first step
   // Per layer the per-head budget of each sequence (B,): budget_rows_ but under alloc=pyramid, and
   // on the host for static decode.

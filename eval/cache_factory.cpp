@@ -20,22 +20,22 @@ int64_t resolve_budget(double budget, int64_t prompt_tokens) {
 
 std::unique_ptr<KvCache> make_kv_cache(const ModelConfig& model, const PolicySpec& policy,
                                        double budget, int64_t prompt_tokens, int64_t chunk,
-                                       const GateBank* gates) {
+                                       LearnedModules learned) {
   if (!policy.budgeted()) return std::make_unique<FullKvCache>(model.num_layers);
   return std::make_unique<BudgetedKvCache>(model, policy, resolve_budget(budget, prompt_tokens),
-                                           std::max<int64_t>(chunk, 1), gates);
+                                           std::max<int64_t>(chunk, 1), learned);
 }
 
 std::unique_ptr<KvCache> make_batch_kv_cache(const ModelConfig& model, const PolicySpec& policy,
                                              double budget,
                                              const std::vector<int64_t>& prompt_tokens,
-                                             int64_t chunk, const GateBank* gates) {
+                                             int64_t chunk, LearnedModules learned) {
   RETAIN_CHECK(!prompt_tokens.empty(), "make_batch_kv_cache: no rows");
   if (!policy.budgeted()) return std::make_unique<FullKvCache>(model.num_layers);
   std::vector<int64_t> budgets;
   for (int64_t tokens : prompt_tokens) budgets.push_back(resolve_budget(budget, tokens));
   return std::make_unique<BudgetedKvCache>(model, policy, std::move(budgets),
-                                           std::max<int64_t>(chunk, 1), gates);
+                                           std::max<int64_t>(chunk, 1), learned);
 }
 
 }  // namespace retain

@@ -18,12 +18,12 @@ int64_t resolve_budget(double budget, int64_t prompt_tokens);
 
 std::unique_ptr<KvCache> make_kv_cache(const ModelConfig& model, const PolicySpec& policy,
                                        double budget, int64_t prompt_tokens, int64_t chunk,
-                                       const GateBank* gates);
+                                       LearnedModules learned);
 
 // The cache of a batch: a fractional budget resolves for each row's `prompt_tokens`.
 std::unique_ptr<KvCache> make_batch_kv_cache(const ModelConfig& model, const PolicySpec& policy,
                                              double budget,
                                              const std::vector<int64_t>& prompt_tokens,
-                                             int64_t chunk, const GateBank* gates);
+                                             int64_t chunk, LearnedModules learned);
 
 }  // namespace retain

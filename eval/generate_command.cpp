@@ -58,7 +58,8 @@ int run_generate_command(const GenerateCommandOptions& o) {
                " needs --budget");
   const int64_t chunk = o.chunk > 0 ? o.chunk : longest;
   // A fractional budget is relative to the longest prompt of the batch.
-  auto cache = make_kv_cache(model.config(), policy, o.budget, longest, chunk, m.gates_for(policy));
+  auto cache =
+      make_kv_cache(model.config(), policy, o.budget, longest, chunk, m.learned_for(policy));
   sampling.prefill_chunk = chunk;
   auto results = generate_batch(model, prompts, *cache, sampling);
   const int64_t peak = cache->peak_bytes();

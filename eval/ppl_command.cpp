@@ -96,7 +96,7 @@ int run_ppl_command(const PplCommandOptions& o) {
       for (const auto& doc : docs) {
         const auto n = static_cast<int64_t>(doc.ids.size());
         auto cache = make_kv_cache(model.config(), policy, budget.value_or(0.0), n, o.chunk,
-                                   m.gates_for(policy));
+                                   m.learned_for(policy));
         PerplexityResult r = compute_streaming_perplexity(
             model, doc.ids, *cache, o.chunk, doc.scored.empty() ? nullptr : &doc.scored,
             /*progress=*/docs.size() == 1);

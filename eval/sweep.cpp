@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "checkpoints/gate_file.h"
+#include "checkpoints/scorer_file.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/fs.h"
@@ -21,6 +22,12 @@ namespace retain {
 const GateBank* EvalModel::gates_for(const PolicySpec& policy) const {
   if (!policy.gates().empty()) return policy_gates.at(policy.gates()).get();
   return gates.get();
+}
+
+LearnedModules EvalModel::learned_for(const PolicySpec& policy) const {
+  const ScorerBank* scorer =
+      policy.scorer().empty() ? nullptr : policy_scorers.at(policy.scorer()).get();
+  return {gates_for(policy), scorer};
 }
 
 EvalModel load_eval_model(const ModelFlags& flags, const std::string& gates_file,
@@ -37,10 +44,17 @@ EvalModel load_eval_model(const ModelFlags& flags, const std::string& gates_file
   if (!gates_file.empty()) m.gates = load_gate_file(gates_file, m.model->config(), device);
   for (const auto& spec : policies) {
     PolicySpec p = parse_policy(spec);
+    // Relative gates= and scorer= paths are relative to --gates-dir.
+    auto resolved = [&](const std::string& written) {
+      fs::path file = written;
+      if (file.is_relative() && !flags.gates_dir.empty()) file = fs::path(flags.gates_dir) / file;
+      return file;
+    };
+    if (!p.scorer().empty() && !m.policy_scorers.count(p.scorer()))
+      m.policy_scorers[p.scorer()] =
+          load_scorer_file(resolved(p.scorer()), m.model->config(), device, p.name());
     if (p.gates().empty() || m.policy_gates.count(p.gates())) continue;
-    fs::path file = p.gates();
-    if (file.is_relative() && !flags.gates_dir.empty()) file = fs::path(flags.gates_dir) / file;
-    m.policy_gates[p.gates()] = load_gate_file(file, m.model->config(), device);
+    m.policy_gates[p.gates()] = load_gate_file(resolved(p.gates()), m.model->config(), device);
   }
   return m;
 }
@@ -52,6 +66,9 @@ std::vector<SweepCell> sweep_cells(const std::vector<std::string>& policies,
   std::vector<SweepCell> cells;
   for (const auto& spec : policies) {
     PolicySpec p = parse_policy(spec);
+    RETAIN_CHECK(!p.needs_scorer() || !p.scorer().empty(), benchmark, ": --policy ", spec,
+                 " needs its learned scorer: ", p.name(), ":scorer=FILE (retain export of a ",
+                 p.name(), " run)");
     if (!p.budgeted()) {
       cells.push_back({spec, std::nullopt});
       continue;

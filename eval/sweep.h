@@ -39,9 +39,13 @@ struct EvalModel {
   std::unique_ptr<Tokenizer> tokenizer;                           // null when not asked for
   std::unique_ptr<GateBank> gates;                                // null without --gates
   std::map<std::string, std::unique_ptr<GateBank>> policy_gates;  // "policy:gates=FILE" files
+  // "locret:scorer=FILE" files, by the path as written.
+  std::map<std::string, std::shared_ptr<const ScorerBank>> policy_scorers;
 
   // The gates a policy runs with: its own gates= file, else --gates (null when neither).
   const GateBank* gates_for(const PolicySpec& policy) const;
+  // What a policy's cache reads: its gates (above) and its scorer= file (null when none).
+  LearnedModules learned_for(const PolicySpec& policy) const;
 };
 
 // Loads the model, its tokenizer, --gates and every gates= file named in `policies`.

@@ -34,8 +34,8 @@ ScorerBank::ScorerBank(const ScorerConfig& config, const ModelConfig& model, at:
     : config_(config), activation_(model.activation) {
   config_.validate("scorer");
   const int64_t r = config.width, hk = model.num_kv_heads;
-  input_size_ = config.kind == "locret" ? (model.num_heads + 2 * hk) * model.head_dim
-                                        : model.hidden_size;
+  input_size_ =
+      config.kind == "locret" ? (model.num_heads + 2 * hk) * model.head_dim : model.hidden_size;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   auto opts = at::TensorOptions().dtype(at::kFloat);
   // Drawn on the CPU in a fixed order so every device and rank starts from the same weights.
@@ -116,9 +116,9 @@ ScorerLossSums scorer_loss_sums(const std::string& kind, const at::Tensor& predi
                prediction.sizes(), ", ", target.sizes(), " and ", segments.sizes());
   const auto diff = prediction - target.to(prediction.scalar_type());
   // SmoothL1 with beta 1: 0.5 x^2 below |x| = 1, |x| - 0.5 above (torch's smooth_l1_loss).
-  const auto per_entry = kind == "locret" ? at::where(diff.abs() < 1, 0.5 * diff * diff,
-                                                      diff.abs() - 0.5)
-                                          : diff * diff;
+  const auto per_entry = kind == "locret"
+                             ? at::where(diff.abs() < 1, 0.5 * diff * diff, diff.abs() - 0.5)
+                             : diff * diff;
   const auto real = (segments >= 0).unsqueeze(1).to(per_entry.scalar_type());  // (B, 1, T)
   ScorerLossSums out;
   out.sum = (per_entry * real).sum();

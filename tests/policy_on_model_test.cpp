@@ -34,6 +34,26 @@ void expect_layer_within(const PolicySpec& policy, const at::Tensor& lengths, in
     EXPECT_LE(lengths.max().item<int64_t>(), share + slack) << what;
 }
 
+// The learned modules of a policy on `c`: the probe gates, and a random scorer of its kind for
+// locret / kvzap (random weights still rank, which is all these tests need).
+struct Learned {
+  std::unique_ptr<GateBank> gates;
+  std::unique_ptr<ScorerBank> scorer;
+  LearnedModules modules() const { return {gates.get(), scorer.get()}; }
+};
+Learned learned_for(const PolicySpec& policy, const ModelConfig& c) {
+  Learned l;
+  l.gates = probe_gates(c);
+  if (policy.needs_scorer()) {
+    ScorerConfig config;
+    config.kind = policy.name();
+    config.width = 8;
+    config.init_std = 0.5;
+    l.scorer = std::make_unique<ScorerBank>(config, c, at::kCPU, 7);
+  }
+  return l;
+}
+
 class PolicyOnModel : public ::testing::TestWithParam<std::string> {};
 
 // On a real model: a budget that never triggers eviction gives exactly the full cache's tokens,
@@ -42,7 +62,6 @@ TEST_P(PolicyOnModel, LargeBudgetEqualsFullAndSmallBudgetHolds) {
   c10::InferenceMode guard;
   fs::path dir = testing::fixture_dir("hf") / "qwen3_qknorm";
   Decoder model = Decoder::load(dir, {});
-  auto gates = probe_gates(model.config());
   std::vector<int64_t> prompt;
   for (int i = 0; i < 60; ++i) prompt.push_back(3 + (i * 37) % 500);
   SamplingOptions options;
@@ -52,12 +71,13 @@ TEST_P(PolicyOnModel, LargeBudgetEqualsFullAndSmallBudgetHolds) {
   auto expected = generate(model, prompt, full, options).tokens;
 
   PolicySpec policy = parse_policy(GetParam());
+  const Learned learned = learned_for(policy, model.config());
   // Large enough that pyramid's last layer (M / 20) holds the 72 tokens too.
-  BudgetedKvCache large(model.config(), policy, 2000, 16, gates.get());
+  BudgetedKvCache large(model.config(), policy, 2000, 16, learned.modules());
   EXPECT_EQ(generate(model, prompt, large, options).tokens, expected) << GetParam();
 
   policy.buffer = 4;
-  BudgetedKvCache small(model.config(), policy, 10, 16, gates.get());
+  BudgetedKvCache small(model.config(), policy, 10, 16, learned.modules());
   auto tokens = generate(model, prompt, small, options).tokens;
   EXPECT_EQ(tokens.size(), 12u);
   int64_t total = 0;
@@ -80,7 +100,8 @@ INSTANTIATE_TEST_SUITE_P(Policies, PolicyOnModel,
                                            "trimkv", "dbtrimkv", "trimkv:horizon=8",
                                            "snapkv:alloc=pyramid", "knorm:alloc=adakv",
                                            "expected_attention:alloc=adakv",
-                                           "trimkv:alloc=pyramid,pyramid_beta=4"),
+                                           "trimkv:alloc=pyramid,pyramid_beta=4", "locret", "kvzap",
+                                           "locret:window=3,alloc=adakv"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), ':', '_');
@@ -97,7 +118,6 @@ TEST_P(PolicyOnModel, EveryGeneratingQueryReadsAtMostTheBudget) {
   c10::InferenceMode guard;
   Decoder model = Decoder::load(testing::fixture_dir("hf") / "qwen3_qknorm", {});
   const ModelConfig& c = model.config();
-  auto gates = probe_gates(c);
   std::vector<int64_t> prompt;
   for (int i = 0; i < 50; ++i) prompt.push_back(3 + (i * 37) % 500);
   const int64_t heads = c.num_layers * c.num_kv_heads, budget = 8;
@@ -109,7 +129,8 @@ TEST_P(PolicyOnModel, EveryGeneratingQueryReadsAtMostTheBudget) {
         SamplingOptions options;
         options.max_new_tokens = new_tokens;
         options.prefill_chunk = chunk;
-        BudgetedKvCache cache(c, policy, budget, chunk > 0 ? chunk : 64, gates.get());
+        const Learned learned = learned_for(policy, c);
+        BudgetedKvCache cache(c, policy, budget, chunk > 0 ? chunk : 64, learned.modules());
         auto r = generate(model, prompt, cache, options);
         // One new token: only the prompt's last token generated; more: decoded tokens too.
         const int64_t slack = new_tokens == 1 ? 0 : buffer;

@@ -239,6 +239,44 @@ TEST(Eviction, ProtectedQuestionSurvivesThePrefillOnly) {
   EXPECT_EQ(guarded.live_positions(0, 0, 0), (std::vector<int64_t>{0, 1, 8, 10}));
 }
 
+// locret / kvzap score each entry once, from the token itself, with the exported scorer. A kvzap
+// scorer whose score is silu(hidden[0]) (linear1 picks coordinate 0, linear2 is 1 for every
+// head): each head keeps the largest hidden[0]; with a threshold, the ones below it go too.
+TEST(Eviction, LearnedScorersKeepTheirTopScores) {
+  auto c = tiny_config(1, 2);
+  ScorerConfig config;
+  config.kind = "kvzap";
+  config.width = 1;
+  ScorerBank scorer(config, c, at::kCPU, 0);
+  auto w1 = at::zeros({1, 8});
+  w1[0][0] = 1;
+  scorer.load({{"layers.0.scorer.linear1.weight", w1},
+               {"layers.0.scorer.linear1.bias", at::zeros({1})},
+               {"layers.0.scorer.linear2.weight", at::ones({2, 1})},
+               {"layers.0.scorer.linear2.bias", at::zeros({2})}},
+              "probe");
+  const std::vector<float> x = {0.5f, 3, 1, 2.5f, 0.1f, 2, 0.2f, 4};
+  auto hidden = at::zeros({1, 8, 8});
+  for (int i = 0; i < 8; ++i) hidden[0][i][0] = x[i];
+  BudgetedKvCache top(c, parse_policy("kvzap:scorer=s.safetensors,buffer=0"), 4, 8,
+                      LearnedModules(nullptr, &scorer));
+  feed(top, c, 0, at::randn({1, 2, 8, 4}), hidden);
+  EXPECT_EQ(top.live_positions(0, 0, 0), (std::vector<int64_t>{1, 3, 5, 7}));
+  EXPECT_EQ(top.live_positions(0, 0, 1), (std::vector<int64_t>{1, 3, 5, 7}));
+  // threshold exp(2): silu(x) >= 2 holds for x = 3, 2.5 and 4 only (silu(2) = 1.76).
+  BudgetedKvCache cut(c, parse_policy("kvzap:scorer=s.safetensors,buffer=0,threshold=7.389"), 4, 8,
+                      LearnedModules(nullptr, &scorer));
+  feed(cut, c, 0, at::randn({1, 2, 8, 4}), hidden);
+  EXPECT_EQ(cut.live_positions(0, 0, 0), (std::vector<int64_t>{1, 3, 7}));
+  // The kind and the file are checked.
+  EXPECT_ERROR_CONTAINS(BudgetedKvCache(c, parse_policy("locret:scorer=s.safetensors"), 4, 8,
+                                        LearnedModules(nullptr, &scorer)),
+                        "its scorer file holds a kvzap scorer");
+  EXPECT_ERROR_CONTAINS(BudgetedKvCache(c, parse_policy("kvzap"), 4, 8),
+                        "needs its learned scorer: kvzap:scorer=FILE");
+  EXPECT_ERROR_CONTAINS(parse_policy("locret:window=x"), "needs an integer");
+}
+
 TEST(Eviction, KnormKeepsTheSmallestKeysPerHead) {
   auto c = tiny_config(1, 2);
   BudgetedKvCache cache(c, parse_policy("knorm:buffer=0"), 3, 8);

@@ -27,8 +27,8 @@ at::Tensor two_rows_segments() {
 }
 
 // The definition in loops, in double.
-std::vector<double> future_by_loops(const at::Tensor& q, const at::Tensor& k,
-                                    const at::Tensor& seg, int64_t b, int64_t kv_head, bool max) {
+std::vector<double> future_by_loops(const at::Tensor& q, const at::Tensor& k, const at::Tensor& seg,
+                                    int64_t b, int64_t kv_head, bool max) {
   const int64_t h = q.size(1), t = q.size(2), d = q.size(3), group = h / k.size(1);
   auto qd = q.to(at::kDouble).contiguous(), kd = k.to(at::kDouble).contiguous();
   auto qa = qd.accessor<double, 4>(), ka = kd.accessor<double, 4>();
@@ -44,8 +44,7 @@ std::vector<double> future_by_loops(const at::Tensor& q, const at::Tensor& k,
       for (int64_t j = 0; j <= i; ++j) {
         if (sa[b][j] != sa[b][i]) continue;
         double dot = 0;
-        for (int64_t x = 0; x < d; ++x)
-          dot += qa[b][head][i][x] * ka[b][kv_head][j][x];
+        for (int64_t x = 0; x < d; ++x) dot += qa[b][head][i][x] * ka[b][kv_head][j][x];
         e[j] = std::exp(dot / std::sqrt(static_cast<double>(d)));
         z += e[j];
       }
@@ -55,7 +54,8 @@ std::vector<double> future_by_loops(const at::Tensor& q, const at::Tensor& k,
       }
     }
     for (int64_t j = 0; j < t; ++j)
-      out[j] = max ? std::max(out[j], per_key[j]) : out[j] + per_key[j] / static_cast<double>(group);
+      out[j] =
+          max ? std::max(out[j], per_key[j]) : out[j] + per_key[j] / static_cast<double>(group);
   }
   return out;
 }
@@ -118,7 +118,8 @@ TEST(ScorerBank, ShapesNamesAndLoading) {
   EXPECT_EQ(bank.named_parameters().size(), static_cast<size_t>(4 * c.num_layers));
   EXPECT_EQ(bank.named_parameters()[0].first, "layers.0.scorer.linear1.weight");
   auto hidden = at::randn({2, 5, c.hidden_size});
-  auto q = at::randn({2, c.num_heads, 5, c.head_dim}), k = at::randn({2, c.num_kv_heads, 5, c.head_dim});
+  auto q = at::randn({2, c.num_heads, 5, c.head_dim}),
+       k = at::randn({2, c.num_kv_heads, 5, c.head_dim});
   auto pos = at::arange(5).repeat({2, 1});
   EXPECT_EQ(bank.score({0, hidden, q, k, k, pos, q}).sizes(),
             at::IntArrayRef({2, c.num_kv_heads, 5}));
@@ -127,7 +128,8 @@ TEST(ScorerBank, ShapesNamesAndLoading) {
   kvzap.width = 16;
   ScorerBank zap(kvzap, c, at::kCPU, 3);
   EXPECT_EQ(zap.input_size(), c.hidden_size);
-  EXPECT_EQ(zap.score({1, hidden, q, k, k, pos, q}).sizes(), at::IntArrayRef({2, c.num_kv_heads, 5}));
+  EXPECT_EQ(zap.score({1, hidden, q, k, k, pos, q}).sizes(),
+            at::IntArrayRef({2, c.num_kv_heads, 5}));
   // Loading copies every tensor; a wrong shape or a missing one is named.
   ScorerBank other(locret, c, at::kCPU, 4);
   other.load(bank.named_parameters(), "a.safetensors");
@@ -136,7 +138,8 @@ TEST(ScorerBank, ShapesNamesAndLoading) {
                         "a.safetensors: scorer tensor 'layers.0.scorer.linear1.weight' has shape");
   auto partial = bank.named_parameters();
   partial.pop_back();
-  EXPECT_ERROR_CONTAINS(other.load(partial, "b.safetensors"), "b.safetensors: missing scorer tensor");
+  EXPECT_ERROR_CONTAINS(other.load(partial, "b.safetensors"),
+                        "b.safetensors: missing scorer tensor");
   ScorerConfig bad;
   bad.kind = "h2o";
   EXPECT_ERROR_CONTAINS(ScorerBank(bad, c, at::kCPU, 0), "scorer kind 'h2o' is not supported");
@@ -147,7 +150,8 @@ class Recorder : public LayerHook {
  public:
   explicit Recorder(at::Tensor segments) : plain_(nullptr, segments) {}
   at::Tensor attend(const LayerTensors& t) override {
-    layers.push_back({t.hidden.clone(), t.q.clone(), t.k.clone(), t.v.clone(), t.positions.clone()});
+    layers.push_back(
+        {t.hidden.clone(), t.q.clone(), t.k.clone(), t.v.clone(), t.positions.clone()});
     return plain_.attend(t);
   }
   struct Layer {
@@ -179,14 +183,16 @@ TEST(ScorerBank, FittingLowersTheLoss) {
     config.width = 32;
     ScorerBank bank(config, c, at::kCPU, 1);
     std::vector<at::Tensor> targets;
-    for (const auto& l : recorder.layers) targets.push_back(scorer_target(kind, l.q, l.k, segments));
+    for (const auto& l : recorder.layers)
+      targets.push_back(scorer_target(kind, l.q, l.k, segments));
     torch::optim::Adam adam(bank.parameters(), torch::optim::AdamOptions(3e-3));
     auto loss_now = [&] {
       at::Tensor sum = at::zeros({});
       int64_t count = 0;
       for (size_t li = 0; li < recorder.layers.size(); ++li) {
         const auto& l = recorder.layers[li];
-        auto pred = bank.score({static_cast<int64_t>(li), l.hidden, l.q, l.k, l.v, l.positions, l.q});
+        auto pred =
+            bank.score({static_cast<int64_t>(li), l.hidden, l.q, l.k, l.v, l.positions, l.q});
         auto s = scorer_loss_sums(kind, pred, targets[li], segments);
         sum = sum + s.sum;
         count += s.count;

@@ -4,6 +4,7 @@
 
 #include "checkpoints/export.h"
 #include "checkpoints/gate_file.h"
+#include "checkpoints/scorer_file.h"
 #include "core/json.h"
 #include "core/safetensors.h"
 #include "data/packed_dataset.h"
@@ -107,6 +108,57 @@ TEST(Trainer, BaseTrainingLowersNextTokenLossAndExportsAModel) {
   Decoder model = Decoder::load(dir / "pretrained", {});
   auto tok = load_tokenizer(dir / "pretrained");
   EXPECT_EQ(tok->vocab_size(), model.config().vocab_size);
+}
+
+// The learned competitors train on the same data as the gates: each scorer's loss falls, a run
+// killed after a checkpoint and resumed ends with the uninterrupted run's weights bit for bit, and
+// the exported scorer loads onto its model and no other kind or file.
+TEST(Trainer, LearnedScorersTrainResumeAndExport) {
+  TempDir dir;
+  make_model_and_shards(dir);
+  for (const std::string kind : {"locret", "kvzap"}) {
+    auto o = base_overrides(dir, kind);
+    o.insert(o.end(), {"train.trainable=" + kind, "train.steps=30", "scorer.width=16",
+                       "optim.lr=1.0e-2", "checkpoint.every=15"});
+    ASSERT_EQ(run_train("", o), 0);
+    auto m = read_metrics(dir / kind);
+    ASSERT_EQ(m.size(), 30u);
+    EXPECT_EQ(m[0]["scorer"], kind);
+    EXPECT_LT(mean(m, 20, 30, "loss"), 0.8 * mean(m, 0, 5, "loss")) << kind;
+    // Resumed from its step-15 checkpoint in a fresh run directory: the same weights at step 30
+    // as the uninterrupted run (parameters, optimizer, RNG and data position all restored).
+    fs::create_directories(dir / (kind + "-resumed"));
+    fs::copy(dir / kind / "step-15", dir / (kind + "-resumed") / "step-15",
+             fs::copy_options::recursive);
+    auto resumed = base_overrides(dir, kind + "-resumed");
+    resumed.insert(resumed.end(), {"train.trainable=" + kind, "train.steps=30", "scorer.width=16",
+                                   "optim.lr=1.0e-2", "checkpoint.every=15"});
+    ASSERT_EQ(run_train("", resumed), 0);
+    auto a = SafetensorsFile::open(dir / kind / "step-30" / "scorer.safetensors");
+    auto b = SafetensorsFile::open(dir / (kind + "-resumed") / "step-30" / "scorer.safetensors");
+    for (const auto& name : a->names())
+      EXPECT_TRUE(at::equal(a->tensor(name), b->tensor(name))) << kind << " " << name;
+    export_checkpoint(dir / kind, dir / (kind + ".safetensors"));
+    const ModelConfig config = ModelConfig::load(dir / "model");
+    auto scorer = load_scorer_file(dir / (kind + ".safetensors"), config, at::kCPU, kind);
+    EXPECT_EQ(scorer->config().kind, kind);
+    EXPECT_EQ(scorer->config().width, 16);
+    EXPECT_ERROR_CONTAINS(load_scorer_file(dir / (kind + ".safetensors"), config, at::kCPU,
+                                           kind == "locret" ? "kvzap" : "locret"),
+                          "a " + kind + " scorer, but the policy is");
+  }
+  // A gate file is not a scorer file, and a checkpoint of one kind does not resume another.
+  auto gates = base_overrides(dir, "gates");
+  gates.insert(gates.end(), {"train.steps=2"});
+  ASSERT_EQ(run_train("", gates), 0);
+  EXPECT_ERROR_CONTAINS(read_scorer_file_info(dir / "gates" / "step-2" / "gates.safetensors"),
+                        "it is a gate file");
+  auto wrong = base_overrides(dir, "gates");
+  wrong.insert(wrong.end(), {"train.trainable=kvzap", "train.steps=4"});
+  EXPECT_ERROR_CONTAINS(run_train("", wrong), "checkpoint kind 'gates' does not match");
+  auto typo = base_overrides(dir, "x");
+  typo.insert(typo.end(), {"train.trainable=locrte"});
+  EXPECT_ERROR_CONTAINS(run_train("", typo), "expected gates, base, locret or kvzap");
 }
 
 // The held-out loss normalises each term by its own token count (the next-token loss by its

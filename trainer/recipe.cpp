@@ -64,6 +64,7 @@ Reader into_gates(T GateConfig::*member) {
 const std::vector<RecipeKey>& recipe_schema() {
   // The gate defaults are GateConfig's (gates/gate_bank.h), defined once there.
   static const GateConfig kGates;
+  static const ScorerConfig kScorer;
   static const std::vector<RecipeKey> kSchema = {
       {"run.dir", "runs/default", "run directory: step-N checkpoints, metrics.jsonl, recipe.yaml",
        into_path(&TrainSettings::run_dir)},
@@ -90,6 +91,16 @@ const std::vector<RecipeKey>& recipe_schema() {
       {"gates.init_from", "~", "gate file (retain export / import-gates) to start from",
        [](const Config& r, const std::string& key, TrainSettings& s) {
          s.init_from = r.get_or<std::string>(key, "");
+       }},
+      {"scorer.width", Json(kScorer.width).dump(),
+       "train.trainable locret | kvzap: hidden width of each layer's scorer MLP",
+       [](const Config& r, const std::string& key, TrainSettings& s) {
+         s.scorer.width = r.get<int64_t>(key);
+       }},
+      {"scorer.init_std", Json(kScorer.init_std).dump(), "std of the normal init of scorer weights",
+       [](const Config& r, const std::string& key, TrainSettings& s) {
+         s.scorer.init_std = r.get<double>(key);
+         s.scorer.validate(r.where());  // the last scorer.* key
        }},
       {"loss.base", "[fwkl, ntp]", "base loss terms, averaged: fwkl | rvkl | ntp (base: ntp only)",
        [](const Config& r, const std::string& key, TrainSettings& s) {
@@ -138,12 +149,17 @@ const std::vector<RecipeKey>& recipe_schema() {
       {"train.grad_accum", "1", "micro-batches per optimizer step",
        positive(&TrainSettings::grad_accum)},
       {"train.trainable", "gates",
-       "gates | base (pretrain every parameter of a small model, ntp only)",
+       "gates | base (pretrain every parameter of a small model, ntp only) | locret | kvzap (a "
+       "learned scorer on the frozen model: scorer.*)",
        [](const Config& r, const std::string& key, TrainSettings& s) {
          const std::string trainable = r.get<std::string>(key);
-         RETAIN_CHECK(trainable == "gates" || trainable == "base", r.where(), ": ", key, " '",
-                      trainable, "' is not supported (expected gates or base)");
+         RETAIN_CHECK(trainable == "gates" || trainable == "base" || trainable == "locret" ||
+                          trainable == "kvzap",
+                      r.where(), ": ", key, " '", trainable,
+                      "' is not supported (expected gates, base, locret or kvzap)");
+         s.trainable = trainable;
          s.train_base = trainable == "base";
+         if (s.train_scorer()) s.scorer.kind = trainable;
        }},
       {"train.activation_checkpointing", "false", "recompute each layer in the backward pass",
        into(&TrainSettings::activation_checkpointing)},

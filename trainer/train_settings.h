@@ -8,6 +8,7 @@
 #include "core/fs.h"
 #include "gates/gate_bank.h"
 #include "gates/losses.h"
+#include "gates/scorer_bank.h"
 
 namespace retain {
 
@@ -16,7 +17,11 @@ struct TrainSettings {
   std::string device, dtype;  // model.device, model.dtype as written (resolved at setup)
   uint64_t seed;
   bool train_base;
+  // gates | base | locret | kvzap (the last two: a learned scorer, scorer.kind)
+  std::string trainable;
+  bool train_scorer() const { return trainable == "locret" || trainable == "kvzap"; }
   GateConfig gates;
+  ScorerConfig scorer;
   std::string init_from;
   BaseLossTerms terms;
   CapacityMode capacity;

@@ -14,6 +14,7 @@
 #include "core/sha256.h"
 #include "gates/gated_attention.h"
 #include "gates/losses.h"
+#include "gates/scorer_hook.h"
 #include "kernels/retention_attention.h"
 #include "model/tokenizer.h"
 #include "trainer/recipe.h"
@@ -52,6 +53,7 @@ Trainer::Trainer(TrainSettings settings, Config recipe)
 
 std::vector<at::Tensor> Trainer::trainable() const {
   if (gates_) return gates_->parameters();
+  if (scorer_) return scorer_->parameters();
   std::vector<at::Tensor> out;
   for (const auto& [name, p] : model_->named_parameters()) out.push_back(p);
   return out;
@@ -84,6 +86,8 @@ void Trainer::setup() {
   model_ = std::make_unique<Decoder>(Decoder::load(s_.model_dir, load));
   if (s_.train_base) {
     model_->set_trainable(true);
+  } else if (s_.train_scorer()) {
+    scorer_ = std::make_unique<ScorerBank>(s_.scorer, model_config, device, s_.seed);
   } else {
     for (const auto& [name, p] : model_->named_parameters())
       RETAIN_CHECK(!p.requires_grad(), "internal: base parameter ", name, " is not frozen");
@@ -120,7 +124,10 @@ void Trainer::setup() {
   int64_t params = 0;
   for (const auto& t : trainable()) params += t.numel();
   if (leader())
-    log_info("training ", params, " parameters (", s_.train_base ? "the whole model" : "gates only",
+    log_info("training ", params, " parameters (",
+             s_.train_base       ? "the whole model"
+             : s_.train_scorer() ? s_.trainable + " scorer"
+                                 : "gates only",
              ") on ", data_->size(), " sequences of ", s_.seq_len, " tokens (", data_->num_tokens(),
              " tokens) on ", device.str(), ", ", comm_->name(), ", global batch ",
              s_.batch_size * s_.grad_accum * comm_->world(), " sequences");
@@ -131,6 +138,7 @@ Trainer::BatchLoss Trainer::forward(const PackedBatch& batch, const LossTokens& 
   const auto device = model_->device();
   auto ids = batch.ids.to(device), positions = batch.positions.to(device),
        segments = batch.segments.to(device);
+  if (scorer_) return scorer_forward(ids, positions, segments, comm);
   GatedAttentionHook student(gates_.get(), segments);
   auto hidden = model_->forward_hidden(
       ids, positions, ForwardContext{nullptr, &student, s_.activation_checkpointing});
@@ -181,6 +189,25 @@ Trainer::BatchLoss Trainer::forward(const PackedBatch& batch, const LossTokens& 
       out.live = live / static_cast<double>(student.log_betas().size());
     }
   }
+  return out;
+}
+
+Trainer::BatchLoss Trainer::scorer_forward(const at::Tensor& ids, const at::Tensor& positions,
+                                           const at::Tensor& segments, Collectives& comm) {
+  // The frozen model runs once without grad (no teacher, no LM head): the hook trains the scorer
+  // on each layer's queries and keys on the way.
+  ScorerTrainingHook hook(*scorer_, segments);
+  {
+    at::NoGradGuard no_grad;
+    model_->forward_hidden(ids, positions, ForwardContext{nullptr, &hook});
+  }
+  // Mean over the labelled entries of every rank's micro-batch (as the capacity loss): rank-local
+  // sums over the global count, so the summed gradients equal one process's on the whole batch.
+  auto count = at::full({1}, static_cast<double>(hook.count()), at::kDouble);
+  comm.all_reduce_sum(count);
+  BatchLoss out;
+  out.base = hook.loss_sum() / std::max(count.item<double>(), 1.0);
+  out.capacity = at::zeros({}, out.base.options());
   return out;
 }
 
@@ -292,8 +319,9 @@ void Trainer::log_step(int64_t step, const StepStats& stats, bool log_now) {
   Json line = {{"step", step + 1},     {"loss", stats.loss},
                {"lr", stats.lr},       {"grad_norm", stats.grad_norm},
                {"tokens_per_s", rate}, {"skipped_steps", skipped_steps_}};
-  if (s_.terms.fwkl) line["kl"] = stats.kl;
-  if (s_.terms.ntp) line["ntp"] = stats.ntp;
+  if (s_.terms.fwkl && !scorer_) line["kl"] = stats.kl;
+  if (s_.terms.ntp && !scorer_) line["ntp"] = stats.ntp;
+  if (scorer_) line["scorer"] = s_.trainable;
   if (gates_) {
     line["capacity"] = stats.capacity;
     line["mean_beta"] = stats.mean_beta;
@@ -301,10 +329,14 @@ void Trainer::log_step(int64_t step, const StepStats& stats, bool log_now) {
     line["memory"] = s_.memory;
   }
   char postfix[256];
-  std::snprintf(postfix, sizeof(postfix),
-                "loss=%.4f kl=%.4f ntp=%.4f cap=%.4f beta=%.4f live=%.0f/%.0f tok/s=%.0f",
-                stats.loss, stats.kl, stats.ntp, stats.capacity, stats.mean_beta, stats.live,
-                s_.memory, rate);
+  if (scorer_)
+    std::snprintf(postfix, sizeof(postfix), "%s loss=%.4f tok/s=%.0f", s_.trainable.c_str(),
+                  stats.loss, rate);
+  else
+    std::snprintf(postfix, sizeof(postfix),
+                  "loss=%.4f kl=%.4f ntp=%.4f cap=%.4f beta=%.4f live=%.0f/%.0f tok/s=%.0f",
+                  stats.loss, stats.kl, stats.ntp, stats.capacity, stats.mean_beta, stats.live,
+                  s_.memory, rate);
   bar_->set_postfix(postfix);
   if (evaluate) line["heldout_loss"] = heldout_loss();
   metrics_ << line.dump() << std::endl;

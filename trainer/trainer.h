@@ -1,5 +1,6 @@
 // `retain train RECIPE [key=value ...]`: trains retention gates on a frozen model (or, with
-// train.trainable: base, every parameter of a small model with the next-token loss).
+// train.trainable: base, every parameter of a small model with the next-token loss; with locret
+// or kvzap, a learned scorer regressing each entry's future attention on the frozen model).
 //
 // The loop, the torchtitan way: setup (devices, model, gates, data, optimizer) and restore the
 // newest checkpoint, then per step: train_step (micro-batches: student with gates, teacher
@@ -19,6 +20,7 @@
 #include "core/progress.h"
 #include "data/packed_dataset.h"
 #include "gates/gate_bank.h"
+#include "gates/scorer_bank.h"
 #include "model/decoder.h"
 #include "trainer/collectives.h"
 #include "trainer/dist_env.h"
@@ -67,11 +69,16 @@ class Trainer {
   };
   BatchLoss forward(const PackedBatch& batch, const LossTokens& tokens, bool with_stats,
                     Collectives& comm);
+  // train.trainable locret | kvzap: the scorer's regression loss of a batch.
+  BatchLoss scorer_forward(const at::Tensor& ids, const at::Tensor& positions,
+                           const at::Tensor& segments, Collectives& comm);
   // metrics.jsonl (and the progress bar's postfix) after step `step`: a full line every
   // log.every steps, the held-out loss every eval_every.
   void log_step(int64_t step, const StepStats& stats, bool log_now);
   std::vector<at::Tensor> trainable() const;
   bool leader() const { return comm_->rank() == 0; }
+  // A step directory's manifest kind: gates | base | scorer.
+  std::string checkpoint_kind() const;
 
   TrainSettings s_;
   Config recipe_;
@@ -80,6 +87,7 @@ class Trainer {
   std::unique_ptr<Collectives> comm_;
   std::unique_ptr<Decoder> model_;
   std::unique_ptr<GateBank> gates_;
+  std::unique_ptr<ScorerBank> scorer_;  // train.trainable locret | kvzap
   std::unique_ptr<PackedDataset> data_, heldout_;
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<torch::optim::AdamW> optimizer_;

@@ -5,6 +5,7 @@
 #include <torch/serialize.h>
 
 #include "checkpoints/gate_file.h"
+#include "checkpoints/scorer_file.h"
 #include "checkpoints/step_dir.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -13,6 +14,10 @@
 
 namespace retain {
 
+std::string Trainer::checkpoint_kind() const {
+  return s_.train_base ? "base" : s_.train_scorer() ? "scorer" : "gates";
+}
+
 void Trainer::save_checkpoint(int64_t step) {
   // Rank 0 writes while the others wait, so nobody reads a half-written step directory.
   if (!leader()) {
@@ -20,7 +25,7 @@ void Trainer::save_checkpoint(int64_t step) {
     return;
   }
   Json extra = {
-      {"kind", s_.train_base ? "base" : "gates"},
+      {"kind", checkpoint_kind()},
       {"recipe_sha256", recipe_sha_},
       {"sampler", {{"epoch", sampler_->state().epoch}, {"consumed", sampler_->state().consumed}}},
       {"nonfinite", {{"consecutive", consecutive_nonfinite_}, {"skipped", skipped_steps_}}}};
@@ -28,6 +33,9 @@ void Trainer::save_checkpoint(int64_t step) {
     SafetensorsWriter params;
     if (gates_) {
       for (const auto& [name, t] : gates_->named_parameters())
+        params.add(name, t.detach().to(at::kCPU));
+    } else if (scorer_) {
+      for (const auto& [name, t] : scorer_->named_parameters())
         params.add(name, t.detach().to(at::kCPU));
     } else {
       for (const auto& [name, t] : model_->named_parameters())
@@ -42,6 +50,9 @@ void Trainer::save_checkpoint(int64_t step) {
                         s_.capacity == CapacityMode::kLocal ? "local" : "global", recipe_sha_};
       write_gate_file(dir / "gates.safetensors", *gates_, info);
     }
+    if (scorer_)
+      write_scorer_file(dir / "scorer.safetensors", *scorer_,
+                        {scorer_->config(), base_fingerprint(model_->config()), recipe_sha_});
   });
   prune_step_dirs(s_.run_dir, s_.keep_last_k);
   comm_->barrier();
@@ -59,13 +70,15 @@ int64_t Trainer::restore() {
     dir = fs::path(s_.resume);
   if (!dir) return 0;
   Json manifest = read_manifest(*dir);
-  RETAIN_CHECK(manifest.value("kind", "") == (s_.train_base ? "base" : "gates"), dir->string(),
+  RETAIN_CHECK(manifest.value("kind", "") == checkpoint_kind(), dir->string(),
                ": checkpoint kind '", manifest.value("kind", ""),
                "' does not match train.trainable");
   auto params = SafetensorsFile::open(*dir / "params.safetensors");
   {
     at::NoGradGuard no_grad;
-    const auto& named = gates_ ? gates_->named_parameters() : model_->named_parameters();
+    const auto& named = gates_    ? gates_->named_parameters()
+                        : scorer_ ? scorer_->named_parameters()
+                                  : model_->named_parameters();
     for (const auto& [name, t] : named) {
       RETAIN_CHECK(params->contains(name), dir->string(), ": params.safetensors lacks '", name,
                    "' (was the run started with another gate or model config?)");

@@ -16,7 +16,7 @@ namespace retain {
 
 std::unique_ptr<KvCache> UnitContext::make_cache(int64_t prompt_tokens) const {
   return make_kv_cache(model.config(), policy, budget.value_or(0.0), prompt_tokens, chunk,
-                       eval_model.gates_for(policy));
+                       eval_model.learned_for(policy));
 }
 
 SamplingOptions UnitContext::sampling(int64_t max_new_tokens) const {
@@ -78,7 +78,7 @@ std::vector<std::pair<GenerationResult, Json>> generate_requests(
     any_protected = any_protected || q.protect_from >= 0;
   }
   auto cache = make_batch_kv_cache(c.model.config(), c.policy, c.budget.value_or(0.0),
-                                   budget_tokens, c.chunk, c.eval_model.gates_for(c.policy));
+                                   budget_tokens, c.chunk, c.eval_model.learned_for(c.policy));
   if (any_protected) cache->protect_from(protect);
   const bool keep = requests.front().context_tokens > 0;
   std::vector<std::vector<int64_t>> prompts, contexts;

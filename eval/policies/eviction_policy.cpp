@@ -5,7 +5,8 @@
 
 namespace retain {
 
-at::Tensor EvictionPolicy::token_statistic(const LayerTensors& t, const GateBank* /*gates*/) {
+at::Tensor EvictionPolicy::token_statistic(const LayerTensors& t,
+                                           const LearnedModules& /*learned*/) {
   return at::zeros({t.k.size(0), t.k.size(1), t.k.size(2)}, t.k.options().dtype(at::kFloat));
 }
 

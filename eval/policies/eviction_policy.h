@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "gates/gate_bank.h"
+#include "gates/scorer_bank.h"
 #include "model/layer_hook.h"
 #include "model/model_config.h"
 
@@ -51,14 +52,24 @@ struct ScoreContext {
   const ModelConfig* model = nullptr;  // the model's shapes and RoPE
 };
 
+// The learned modules a policy may read: retention gates (trimkv, dbtrimkv) or a learned scorer
+// (locret, kvzap). Both must outlive the cache.
+struct LearnedModules {
+  const GateBank* gates = nullptr;
+  const ScorerBank* scorer = nullptr;
+  // From gates alone, as most callers have them.
+  LearnedModules(const GateBank* g = nullptr, const ScorerBank* s = nullptr)  // NOLINT
+      : gates(g), scorer(s) {}
+};
+
 class EvictionPolicy {
  public:
   virtual ~EvictionPolicy() = default;
   virtual std::unique_ptr<EvictionPolicy> clone() const = 0;
 
-  // The statistic of the step's new entries, (B, Hk, T) fp32. `gates` is set for the policies
-  // whose registration says they need gates.
-  virtual at::Tensor token_statistic(const LayerTensors& tensors, const GateBank* gates);
+  // The statistic of the step's new entries, (B, Hk, T) fp32. `learned` holds the gates or the
+  // scorer of the policies whose registration says they need them.
+  virtual at::Tensor token_statistic(const LayerTensors& tensors, const LearnedModules& learned);
 
   virtual Votes votes() const { return Votes::kNone; }
   // kObservationWindow: how many of the latest queries vote.

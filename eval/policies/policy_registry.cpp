@@ -23,6 +23,8 @@ PolicyRegistration importance_policy();
 PolicyRegistration knorm_policy();
 PolicyRegistration trimkv_policy();
 PolicyRegistration dbtrimkv_policy();
+PolicyRegistration locret_policy();
+PolicyRegistration kvzap_policy();
 
 const std::vector<PolicyRegistration>& policy_registry() {
   static const std::vector<PolicyRegistration> all = {full_policy(),
@@ -36,7 +38,9 @@ const std::vector<PolicyRegistration>& policy_registry() {
                                                       importance_policy(),
                                                       knorm_policy(),
                                                       trimkv_policy(),
-                                                      dbtrimkv_policy()};
+                                                      dbtrimkv_policy(),
+                                                      locret_policy(),
+                                                      kvzap_policy()};
   return all;
 }
 

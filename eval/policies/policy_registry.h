@@ -50,7 +50,8 @@ struct PolicyRegistration {
   std::vector<PolicyOption> options;
   bool budgeted = true;  // false: `full`, the plain cache
   bool needs_gates = false;
-  bool global = false;  // one top-k over all layers and heads of a sequence, not per head
+  bool needs_scorer = false;  // a learned scorer file (option `scorer`) of this policy's kind
+  bool global = false;        // one top-k over all layers and heads of a sequence, not per head
   // The policy for `budget` entries per KV head: budget-dependent defaults resolved, and the ones
   // that cannot fit refused with a clear error.
   std::function<std::unique_ptr<EvictionPolicy>(const PolicyArgs&, int64_t budget)> make;
@@ -71,6 +72,9 @@ struct PolicySpec {
   const std::string& name() const { return registration->name; }
   bool budgeted() const { return registration->budgeted; }
   bool needs_gates() const { return registration->needs_gates; }
+  bool needs_scorer() const { return registration->needs_scorer; }
+  // locret / kvzap: the policy's scorer file (retain export of a locret / kvzap run).
+  std::string scorer() const { return args.text("scorer", ""); }
   bool global() const { return registration->global; }
   // trimkv / dbtrimkv: this policy's own gate file (over --gates), so one sweep can compare gates
   // trained differently: "trimkv:gates=a.safetensors,dbtrimkv:gates=b.safetensors".

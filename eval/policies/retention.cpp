@@ -22,8 +22,8 @@ class Retention final : public EvictionPolicy {
   std::unique_ptr<EvictionPolicy> clone() const override {
     return std::make_unique<Retention>(*this);
   }
-  at::Tensor token_statistic(const LayerTensors& t, const GateBank* gates) override {
-    return gates->log_beta(t.layer, t.hidden);
+  at::Tensor token_statistic(const LayerTensors& t, const LearnedModules& learned) override {
+    return learned.gates->log_beta(t.layer, t.hidden);
   }
   at::Tensor score(const ScoreContext& c) const override {
     // The next query sits at position seen (= t + 1 for the last position t seen).
