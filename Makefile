@@ -43,7 +43,8 @@ EVAL_FLAGS ?=
 demo: build
 	@$(MAKE) --no-print-directory demo-steps
 
-demo-steps: $(DEMO)/trimkv.safetensors $(DEMO)/dbtrimkv.safetensors
+demo-steps: $(DEMO)/trimkv.safetensors $(DEMO)/dbtrimkv.safetensors $(DEMO)/locret.safetensors \
+  $(DEMO)/kvzap.safetensors
 	$(RETAIN) eval synthetic --config $(DEMO_RECIPES)/eval.yaml --model $(DEMO)/model \
 	  --data $(DEMO)/data/heldout.jsonl --gates-dir $(DEMO) --out $(DEMO) $(EVAL_FLAGS)
 

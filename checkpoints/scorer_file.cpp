@@ -55,8 +55,8 @@ std::shared_ptr<const ScorerBank> load_scorer_file(const fs::path& path, const M
                                                    at::Device device, const std::string& kind) {
   static std::mutex mutex;
   static std::map<std::string, std::shared_ptr<const ScorerBank>> loaded;
-  const std::string key = str_cat(fs::absolute(path).string(), "|", device.str(), "|",
-                                  base_fingerprint(model));
+  const std::string key =
+      str_cat(fs::absolute(path).string(), "|", device.str(), "|", base_fingerprint(model));
   std::lock_guard<std::mutex> lock(mutex);
   auto check_kind = [&](const std::string& found) {
     RETAIN_CHECK(kind.empty() || found == kind, path.string(), ": a ", found,

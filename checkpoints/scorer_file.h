@@ -26,7 +26,6 @@ ScorerFileInfo read_scorer_file_info(const fs::path& path);
 // of another kind than `kind` when given, is an error naming both. Loaded once per (file, device)
 // in a process: the eval harness asks again for every cache it makes.
 std::shared_ptr<const ScorerBank> load_scorer_file(const fs::path& path, const ModelConfig& model,
-                                                   at::Device device,
-                                                   const std::string& kind = "");
+                                                   at::Device device, const std::string& kind = "");
 
 }  // namespace retain

@@ -10,7 +10,7 @@
 namespace retain {
 
 at::Tensor future_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& segments,
-                            FutureReduce reduce, int64_t block) {
+                            int64_t block) {
   RETAIN_CHECK(q.dim() == 4 && k.dim() == 4 && q.size(0) == k.size(0) && q.size(2) == k.size(2) &&
                    q.size(3) == k.size(3) && q.size(1) % k.size(1) == 0 &&
                    segments.sizes() == at::IntArrayRef({q.size(0), q.size(2)}),
@@ -39,13 +39,9 @@ at::Tensor future_attention(const at::Tensor& q, const at::Tensor& k, const at::
                                                 -std::numeric_limits<float>::infinity()),
                              -1)
                      .nan_to_num(0);  // (B, H, n, T); a row that sees nothing is all zeros
-    if (reduce == FutureReduce::kMax)
-      out = at::maximum(out, std::get<0>(probs.max(2)));
-    else
-      out += probs.sum(2);
+    out = at::maximum(out, std::get<0>(probs.max(2)));
   }
-  auto grouped = out.view({b, hk, group, t});
-  return reduce == FutureReduce::kMax ? std::get<0>(grouped.max(2)) : grouped.mean(2);
+  return std::get<0>(out.view({b, hk, group, t}).max(2));
 }
 
 }  // namespace retain

@@ -100,11 +100,11 @@ void ScorerBank::load(const std::vector<std::pair<std::string, at::Tensor>>& nam
 
 at::Tensor scorer_target(const std::string& kind, const at::Tensor& q, const at::Tensor& k,
                          const at::Tensor& segments) {
-  if (kind == "locret") return future_attention(q, k, segments, FutureReduce::kMax);
+  if (kind == "locret") return future_attention(q, k, segments);
   RETAIN_CHECK(kind == "kvzap", "scorer_target: unknown kind '", kind, "'");
-  // A real token's mass includes its own attention to itself, so it is > 0; padding's is 0 and
-  // is never scored (the floor only keeps the log finite there).
-  return future_attention(q, k, segments, FutureReduce::kSum).clamp_min(1e-30).log();
+  // A real token attends to itself, so its importance is > 0; padding's is 0 and is never scored
+  // (the floor only keeps the log finite there).
+  return future_attention(q, k, segments).clamp_min(1e-30).log();
 }
 
 ScorerLossSums scorer_loss_sums(const std::string& kind, const at::Tensor& prediction,

@@ -5,8 +5,8 @@
 //           every head, concatenated ((H + 2 Hk) D); the score regresses its causal importance
 //           (future_attention kMax) with a SmoothL1 loss;
 //   kvzap:  the input is the post-input_layernorm hidden state (d); the score regresses the log
-//           of its future attention mass (future_attention kSum) with a squared error, KVzap's
-//           surrogate of KVzip's scores.
+//           of the same importance (KVzip's max reduction in log, as KVzap predicts it) with a
+//           squared error.
 // Both: linear1 in->width (bias) -> the model's activation -> linear2 width->Hk (bias); fp32
 // weights N(0, init_std), biases 0. Parameter names: layers.{l}.scorer.linear{1,2}.{weight,bias}.
 #pragma once
@@ -63,7 +63,7 @@ class ScorerBank {
 };
 
 // The target of `config.kind` for one layer, (B, Hk, T) fp32 without grad: locret the causal
-// importance (max future attention), kvzap the log of the future attention mass.
+// importance (max future attention), kvzap its log.
 at::Tensor scorer_target(const std::string& kind, const at::Tensor& q, const at::Tensor& k,
                          const at::Tensor& segments);
 

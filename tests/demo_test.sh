@@ -17,6 +17,7 @@ demo=(make --no-print-directory -C "$src" demo-steps DEMO="$work" RETAIN="$retai
 for f in data/train.jsonl data/heldout.jsonl data/tokenizer.model data/synth.json \
   data-long/train.jsonl init/config.json shards/prep.json shards-long/prep.json \
   model-short/model.safetensors model/model.safetensors trimkv.safetensors dbtrimkv.safetensors \
+  locret.safetensors kvzap.safetensors \
   scores.json scores.csv plot.png plot.svg memory.png memory.svg predictions.jsonl config.yaml; do
   [ -s "$work/$f" ] || { echo "FAIL missing $f"; exit 1; }
 done
@@ -27,7 +28,8 @@ work = sys.argv[1]
 scores = json.load(open(f"{work}/scores.json"))
 rows = {(r["policy"].split(":")[0], r["budget"]): r for r in scores["results"]}
 policies = {p for p, _ in rows}
-want = {"full", "streaming", "h2o", "snapkv", "sagekv", "random", "importance", "trimkv", "dbtrimkv"}
+want = {"full", "streaming", "h2o", "snapkv", "sagekv", "random", "importance", "trimkv", "dbtrimkv",
+        "locret", "kvzap"}
 assert policies == want, f"policies {sorted(policies)} != {sorted(want)}"
 full = rows[("full", None)]["metrics"]
 # Values are 2-digit numbers: a guess is right 1 time in 90. The reduced model is trained for

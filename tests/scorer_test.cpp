@@ -28,7 +28,7 @@ at::Tensor two_rows_segments() {
 
 // The definition in loops, in double.
 std::vector<double> future_by_loops(const at::Tensor& q, const at::Tensor& k, const at::Tensor& seg,
-                                    int64_t b, int64_t kv_head, bool max) {
+                                    int64_t b, int64_t kv_head) {
   const int64_t h = q.size(1), t = q.size(2), d = q.size(3), group = h / k.size(1);
   auto qd = q.to(at::kDouble).contiguous(), kd = k.to(at::kDouble).contiguous();
   auto qa = qd.accessor<double, 4>(), ka = kd.accessor<double, 4>();
@@ -48,14 +48,9 @@ std::vector<double> future_by_loops(const at::Tensor& q, const at::Tensor& k, co
         e[j] = std::exp(dot / std::sqrt(static_cast<double>(d)));
         z += e[j];
       }
-      for (int64_t j = 0; j <= i; ++j) {
-        const double a = e[j] / z;
-        per_key[j] = max ? std::max(per_key[j], a) : per_key[j] + a;
-      }
+      for (int64_t j = 0; j <= i; ++j) per_key[j] = std::max(per_key[j], e[j] / z);
     }
-    for (int64_t j = 0; j < t; ++j)
-      out[j] =
-          max ? std::max(out[j], per_key[j]) : out[j] + per_key[j] / static_cast<double>(group);
+    for (int64_t j = 0; j < t; ++j) out[j] = std::max(out[j], per_key[j]);
   }
   return out;
 }
@@ -64,25 +59,23 @@ TEST(FutureAttention, BlocksEqualTheDefinition) {
   at::manual_seed(5);
   auto q = at::randn({2, 4, 13, 8}), k = at::randn({2, 2, 13, 8});
   auto seg = two_rows_segments();
-  for (const bool max : {true, false})
-    for (int64_t block : {1, 4, 128}) {
-      auto got = future_attention(q, k, seg, max ? FutureReduce::kMax : FutureReduce::kSum, block);
-      ASSERT_EQ(got.sizes(), at::IntArrayRef({2, 2, 13}));
-      for (int64_t b = 0; b < 2; ++b)
-        for (int64_t kv = 0; kv < 2; ++kv) {
-          const auto want = future_by_loops(q, k, seg, b, kv, max);
-          for (int64_t j = 0; j < 13; ++j)
-            EXPECT_NEAR(got[b][kv][j].item<double>(), want[j], 1e-5)
-                << (max ? "max" : "sum") << " block " << block << " row " << b << " key " << j;
-        }
-    }
-  // The last key of a document is seen by itself alone: its mass is its own attention, and the
-  // first key of each document receives every later query's attention.
-  auto mass = future_attention(q, k, seg, FutureReduce::kSum);
-  EXPECT_GT(mass[0][0][0].item<double>(), mass[0][0][4].item<double>());
-  EXPECT_EQ(mass[1][0][11].item<double>(), 0.0);  // padding
-  EXPECT_ERROR_CONTAINS(future_attention(q, at::randn({2, 3, 13, 8}), seg, FutureReduce::kMax),
-                        "with Hk dividing H");
+  for (int64_t block : {1, 4, 128}) {
+    auto got = future_attention(q, k, seg, block);
+    ASSERT_EQ(got.sizes(), at::IntArrayRef({2, 2, 13}));
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t kv = 0; kv < 2; ++kv) {
+        const auto want = future_by_loops(q, k, seg, b, kv);
+        for (int64_t j = 0; j < 13; ++j)
+          EXPECT_NEAR(got[b][kv][j].item<double>(), want[j], 1e-5)
+              << "block " << block << " row " << b << " key " << j;
+      }
+  }
+  // A document's first token is all its first query sees: importance 1. Padding gets 0.
+  auto importance = future_attention(q, k, seg);
+  EXPECT_NEAR(importance[0][0][0].item<double>(), 1.0, 1e-6);
+  EXPECT_NEAR(importance[0][1][5].item<double>(), 1.0, 1e-6);
+  EXPECT_EQ(importance[1][0][11].item<double>(), 0.0);
+  EXPECT_ERROR_CONTAINS(future_attention(q, at::randn({2, 3, 13, 8}), seg), "with Hk dividing H");
 }
 
 TEST(ScorerLoss, FormulasOnHandMadeNumbers) {
@@ -97,15 +90,15 @@ TEST(ScorerLoss, FormulasOnHandMadeNumbers) {
   auto squared = scorer_loss_sums("kvzap", pred, target, seg);
   EXPECT_NEAR(squared.sum.item<double>(), 0.25 + 4 + 9 + 0.01, 1e-5);
   EXPECT_EQ(squared.count, 4);
-  // kvzap's target is the log of the mass; locret's the max.
+  // locret's target is the causal importance, kvzap's its log.
   at::manual_seed(1);
   auto q = at::randn({2, 4, 13, 8}), k = at::randn({2, 2, 13, 8});
   auto segs = two_rows_segments();
+  auto importance = future_attention(q, k, segs);
+  EXPECT_TRUE(at::equal(scorer_target("locret", q, k, segs), importance));
   auto logs = scorer_target("kvzap", q, k, segs);
-  auto mass = future_attention(q, k, segs, FutureReduce::kSum);
-  EXPECT_LT((logs.narrow(2, 0, 10) - mass.narrow(2, 0, 10).log()).abs().max().item<double>(), 1e-6);
-  EXPECT_TRUE(at::equal(scorer_target("locret", q, k, segs),
-                        future_attention(q, k, segs, FutureReduce::kMax)));
+  EXPECT_LT((logs.narrow(2, 0, 10) - importance.narrow(2, 0, 10).log()).abs().max().item<double>(),
+            1e-6);
 }
 
 TEST(ScorerBank, ShapesNamesAndLoading) {

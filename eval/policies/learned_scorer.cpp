@@ -3,8 +3,9 @@
 // `retain export` (checkpoints/scorer_file.h):
 //   locret: each entry's predicted causal importance (Locret's retaining heads) when it is written;
 //           every head keeps its top M (the last `window` positions always: Locret's stabilizers);
-//   kvzap:  each entry's predicted log future attention mass; top M per head, and with
-//           `threshold` the entries predicted below it go even under the budget (KVzap's mode).
+//   kvzap:  each entry's predicted log importance (the same max attention, in log, from the
+//           hidden state); top M per head, and with `threshold` the entries predicted below it
+//           go even under the budget (KVzap's mode).
 // A score never changes after the entry is written: the scorer sees the token's own q, k, v (or
 // hidden state), nothing later.
 #include <cmath>
@@ -28,8 +29,8 @@ class LearnedScore final : public EvictionPolicy {
   }
   at::Tensor score(const ScoreContext& c) const override {
     if (window_ == 0) return c.stat;
-    return at::where(c.positions >= c.seen - window_,
-                     at::full_like(c.stat, policy_helpers::kInf), c.stat);
+    return at::where(c.positions >= c.seen - window_, at::full_like(c.stat, policy_helpers::kInf),
+                     c.stat);
   }
   // The cache compares scores with log(threshold): kvzap's scores are log masses already.
   double threshold() const override { return threshold_; }
@@ -71,14 +72,15 @@ PolicyRegistration kvzap_policy() {
   r.name = "kvzap";
   r.needs_scorer = true;
   r.keeps =
-      "per head, the highest predicted log future attention mass from a scorer on the hidden "
-      "state trained with `retain train` (KVzap-style); optionally a threshold";
+      "per head, the highest predicted log importance (the most attention a later query pays "
+      "the entry) from a scorer on the hidden state trained with `retain train` (KVzap-style); "
+      "optionally a threshold";
   r.options = {scorer_option("kvzap"),
                {"threshold",
                 PolicyOption::Type::kReal,
                 "off",
-                "after every step, entries whose predicted future attention mass is below it go "
-                "even under the budget (kvpress's KVzap thresholds -3..-9 are exp of this)",
+                "after every step, entries whose predicted importance is below it go even under "
+                "the budget (kvpress's KVzap thresholds -3..-9 are log of this)",
                 0,
                 false,
                 {},
