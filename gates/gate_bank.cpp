@@ -1,9 +1,9 @@
 #include "gates/gate_bank.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/core/grad_mode.h>
 
 #include "core/error.h"
+#include "gates/named_parameters.h"
 #include "model/activation.h"
 
 namespace retain {
@@ -96,26 +96,11 @@ at::Tensor GateBank::log_beta(int64_t layer, const at::Tensor& hidden) const {
   return at::log_sigmoid(logits).transpose(1, 2).contiguous();  // (B, Hk, T)
 }
 
-std::vector<at::Tensor> GateBank::parameters() const {
-  std::vector<at::Tensor> out;
-  for (const auto& [name, p] : params_) out.push_back(p);
-  return out;
-}
+std::vector<at::Tensor> GateBank::parameters() const { return tensors_of(params_); }
 
 void GateBank::load(const std::vector<std::pair<std::string, at::Tensor>>& named,
                     const std::string& where) {
-  at::NoGradGuard no_grad;
-  for (auto& [name, p] : params_) {
-    const at::Tensor* src = nullptr;
-    for (const auto& [n, t] : named)
-      if (n == name) src = &t;
-    RETAIN_CHECK(src != nullptr, where, ": missing gate tensor '", name, "'");
-    RETAIN_CHECK(src->sizes() == p.sizes(), where, ": gate tensor '", name, "' has shape ",
-                 src->sizes(), " but this model's gates need ", p.sizes());
-    p.copy_(*src);
-  }
-  RETAIN_CHECK(named.size() == params_.size(), where, ": holds ", named.size(),
-               " gate tensors, expected ", params_.size());
+  load_named(params_, named, where, "gate", "this model's gates need");
 }
 
 }  // namespace retain

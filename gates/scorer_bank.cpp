@@ -1,10 +1,10 @@
 #include "gates/scorer_bank.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/core/grad_mode.h>
 
 #include "core/error.h"
 #include "gates/future_attention.h"
+#include "gates/named_parameters.h"
 #include "model/activation.h"
 
 namespace retain {
@@ -76,26 +76,11 @@ at::Tensor ScorerBank::score(const LayerTensors& t) const {
   return at::linear(h, s.w2, s.b2).transpose(1, 2).contiguous();  // (B, Hk, T)
 }
 
-std::vector<at::Tensor> ScorerBank::parameters() const {
-  std::vector<at::Tensor> out;
-  for (const auto& [name, p] : params_) out.push_back(p);
-  return out;
-}
+std::vector<at::Tensor> ScorerBank::parameters() const { return tensors_of(params_); }
 
 void ScorerBank::load(const std::vector<std::pair<std::string, at::Tensor>>& named,
                       const std::string& where) {
-  at::NoGradGuard no_grad;
-  for (auto& [name, p] : params_) {
-    const at::Tensor* src = nullptr;
-    for (const auto& [n, t] : named)
-      if (n == name) src = &t;
-    RETAIN_CHECK(src != nullptr, where, ": missing scorer tensor '", name, "'");
-    RETAIN_CHECK(src->sizes() == p.sizes(), where, ": scorer tensor '", name, "' has shape ",
-                 src->sizes(), " but this model's ", config_.kind, " scorer needs ", p.sizes());
-    p.copy_(*src);
-  }
-  RETAIN_CHECK(named.size() == params_.size(), where, ": holds ", named.size(),
-               " scorer tensors, expected ", params_.size());
+  load_named(params_, named, where, "scorer", "this model's " + config_.kind + " scorer needs");
 }
 
 at::Tensor scorer_target(const std::string& kind, const at::Tensor& q, const at::Tensor& k,

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "checkpoints/gate_file.h"
+#include "checkpoints/scorer_file.h"
 #include "core/json.h"
 #include "core/safetensors.h"
 #include "data/synthetic.h"
@@ -222,8 +223,20 @@ TEST(Synthetic, BatchedSweepPredictsWhatEachExampleAloneDoes) {
   o.model.model_dir = model_dir;
   o.gates = (dir / "gates.safetensors").string();
   o.policies = {"full"};
+  // The learned competitors with random scorers of their kind (relative to --gates-dir).
+  o.model.gates_dir = dir.path().string();
+  for (const std::string kind : {"locret", "kvzap"}) {
+    ScorerConfig scorer_config;
+    scorer_config.kind = kind;
+    scorer_config.width = 8;
+    scorer_config.init_std = 0.5;
+    write_scorer_file(dir / (kind + ".safetensors"), ScorerBank(scorer_config, config, at::kCPU, 4),
+                      {scorer_config, base_fingerprint(config), ""});
+  }
   for (const auto& r : policy_registry())
-    if (r.budgeted) o.policies.push_back(r.name + ":buffer=3");
+    if (r.budgeted)
+      o.policies.push_back(r.name + ":buffer=3" +
+                           (r.needs_scorer ? ",scorer=" + r.name + ".safetensors" : ""));
   o.policies.push_back("snapkv:pool=avg,buffer=0");
   o.policies.push_back("trimkv:threshold=0.5,buffer=2");
   o.budgets = {0.15, 9};

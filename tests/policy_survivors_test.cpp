@@ -432,7 +432,7 @@ TEST(Eviction, StreamingWindowAndDbtrimkvThreshold) {
   ASSERT_LT(expected.size(), 10u);
   EXPECT_EQ(threshold.live_positions(0, 0, 0), expected);
   EXPECT_ERROR_CONTAINS(parse_policy("h2o:threshold=0.5"),
-                        "threshold applies to trimkv and dbtrimkv");
+                        "threshold applies to trimkv, dbtrimkv and kvzap");
   EXPECT_ERROR_CONTAINS(parse_policy("dbtrimkv:threshold=2"), "threshold must be in (0, 1)");
 }
 
