@@ -1,9 +1,10 @@
-// bench tokenize | kernels | decode | train.
+// bench tokenize | kernels | decode | train | vision.
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "eval/bench_decode.h"
 #include "kernels/bench_kernels.h"
 #include "model/tokenize_command.h"
+#include "model/vision/bench_vision.h"
 #include "trainer/bench_train.h"
 
 namespace retain::cli {
@@ -82,6 +83,23 @@ void register_bench_train(CLI::App* bench, Commands& commands) {
   commands.add(cmd, [o] { return run_bench_train_command(*o); });
 }
 
+void register_bench_vision(CLI::App* bench, Commands& commands) {
+  auto o = std::make_shared<BenchVisionOptions>();
+  o->model.preset = "qwen3-vl-4b";
+  auto* cmd = bench->add_subcommand(
+      "vision", "vision-language models: preprocessing, vision tower and prefill with an image");
+  add_bench_model_flags(cmd, o->model);
+  cmd->add_option("--size", o->sizes, "image size WxH (repeatable)")->capture_default_str();
+  cmd->add_option("--text-tokens", o->text_tokens, "text tokens around the image")
+      ->check(kNonNegative)
+      ->capture_default_str();
+  cmd->add_option("--repeat", o->repeat, "timed runs after a warm-up (best reported)")
+      ->check(kPositive)
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json, "one JSON object instead of the table");
+  commands.add(cmd, [o] { return run_bench_vision_command(*o); });
+}
+
 }  // namespace
 
 void register_bench_commands(CLI::App& app, Commands& commands) {
@@ -91,6 +109,7 @@ void register_bench_commands(CLI::App& app, Commands& commands) {
   register_bench_kernels(bench, commands);
   register_bench_decode(bench, commands);
   register_bench_train(bench, commands);
+  register_bench_vision(bench, commands);
 }
 
 }  // namespace retain::cli

@@ -12,8 +12,10 @@ namespace {
 void register_init_model(CLI::App& app, Commands& commands) {
   auto o = std::make_shared<InitModelOptions>();
   auto* cmd = app.add_subcommand("init-model", "write an HF-format model dir with random weights");
-  cmd->add_option("--arch", o->arch, "llama | mistral | qwen2 | qwen3");
-  cmd->add_option("--preset", o->preset, "tiny | small | llama3-8b | qwen3-4b | ...")->required();
+  cmd->add_option("--arch", o->arch, "llama | mistral | qwen2 | qwen3 | qwen2_5_vl | qwen3_vl");
+  cmd->add_option("--preset", o->preset,
+                  "tiny | small | llama3-8b | qwen3-4b | qwen2.5-vl-7b | qwen3-vl-4b | ...")
+      ->required();
   cmd->add_option("--seed", o->seed, "weight seed")->capture_default_str();
   cmd->add_option("--set", o->sets, "config.json edit key=value (repeatable)");
   cmd->add_option("--dtype", o->dtype, "float32 | bfloat16 | float16");
@@ -34,6 +36,9 @@ void register_generate(CLI::App& app, Commands& commands) {
   cmd->add_option("--prompt", o->prompt, "prompt text (needs the model's tokenizer)");
   cmd->add_option("--prompt-ids", o->prompt_ids, "prompt token ids, e.g. 1,2,3");
   cmd->add_option("--prompts-file", o->prompts_file, "one prompt per line, generated as one batch");
+  cmd->add_option("--image", o->images,
+                  "image file (JPEG, PNG, WebP; repeatable) for a vision-language model: at each "
+                  "<image> in the prompt, else before it");
   cmd->add_option("--stop", o->stops, "stop string (repeatable); the output ends before it");
   cmd->add_option("--max-new-tokens", o->max_new_tokens)
       ->check(kNonNegative)
@@ -67,6 +72,9 @@ void register_tokenize(CLI::App& app, Commands& commands) {
   cmd->add_flag("--ids", o->ids_only, "print only the comma-separated ids");
   cmd->add_option("--decode", o->decode,
                   "comma-separated ids to turn back into text (instead of --text/--file)");
+  cmd->add_option("--image", o->images,
+                  "image file (repeatable): show the prompt with each image's tokens expanded "
+                  "(vision-language models)");
   cmd->add_flag("--skip-special", o->skip_special,
                 "with --decode: leave out special tokens (BOS, EOS, ...)");
   cmd->add_flag("--as-prompt", o->as_prompt,

@@ -8,6 +8,8 @@
 #include "core/log.h"
 #include "eval/cache_factory.h"
 #include "model/generate.h"
+#include "model/vision/multimodal_prompt.h"
+#include "model/vision/vision_config.h"
 
 namespace retain {
 
@@ -22,7 +24,27 @@ int run_generate_command(const GenerateCommandOptions& o) {
   const Decoder& model = *m.model;
   const Tokenizer* tokenizer = m.tokenizer.get();
   std::vector<std::vector<int64_t>> prompts;
-  if (o.prompt) {
+  std::vector<RowOptions> rows;
+  if (!o.images.empty()) {
+    RETAIN_CHECK(model.config().multimodal, "generate: --image needs a vision-language model (",
+                 "qwen2_5_vl or qwen3_vl); ", o.model.model_dir, " is ", model.config().model_type,
+                 ", a text-only model");
+    RETAIN_CHECK(!o.prompts_file,
+                 "generate: --image goes with --prompt or --prompt-ids, not "
+                 "--prompts-file");
+    std::vector<int64_t> ids =
+        o.prompt ? prompt_ids(o.model.model_dir, *tokenizer,
+                              text_with_image_blocks(*o.prompt, o.images.size()), o.chat)
+                 : parse_id_list(*o.prompt_ids, "--prompt-ids");
+    auto prompt = std::make_shared<MultimodalPrompt>(
+        prepare_multimodal_prompt(model, ids, load_images(o.model.model_dir, o.images)));
+    log_info(o.images.size(), " image(s): ", prompt->image_tokens, " image tokens of ",
+             prompt->ids.size(), " prompt tokens");
+    prompts.push_back(prompt->ids);
+    RowOptions row;
+    row.multimodal = prompt;
+    rows.push_back(row);
+  } else if (o.prompt) {
     prompts.push_back(prompt_ids(o.model.model_dir, *tokenizer, *o.prompt, o.chat));
   } else if (o.prompts_file) {
     std::istringstream in(read_text_file(*o.prompts_file));
@@ -61,7 +83,7 @@ int run_generate_command(const GenerateCommandOptions& o) {
   auto cache =
       make_kv_cache(model.config(), policy, o.budget, longest, chunk, m.learned_for(policy));
   sampling.prefill_chunk = chunk;
-  auto results = generate_batch(model, prompts, *cache, sampling);
+  auto results = generate_batch(model, prompts, *cache, sampling, rows);
   const int64_t peak = cache->peak_bytes();
 
   for (size_t i = 0; i < results.size(); ++i) {

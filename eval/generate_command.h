@@ -18,6 +18,7 @@ struct GenerateCommandOptions {
   std::optional<std::string> prompt;
   std::optional<std::string> prompt_ids;    // "1,2,3"
   std::optional<std::string> prompts_file;  // one prompt per line, generated as one batch
+  std::vector<std::string> images;          // --image (vision-language models), in order
   std::vector<std::string> stops;           // stop strings
   int64_t max_new_tokens = 64;
   double temperature = 0.0;

@@ -23,10 +23,10 @@ std::u32string to_u32(const std::string& s) {
   return out;
 }
 
-// Python's str.isspace() set, which str.split() splits on.
+}  // namespace
+
 bool python_space(uint32_t cp) { return is_unicode_whitespace(cp) || (cp >= 0x1C && cp <= 0x1F); }
 
-// str.split() with no argument: runs of whitespace, no empty pieces.
 std::vector<std::string> python_split(const std::string& s) {
   std::vector<std::string> out;
   std::string cur;
@@ -44,6 +44,8 @@ std::vector<std::string> python_split(const std::string& s) {
   return out;
 }
 
+namespace {
+
 std::vector<std::string> split_on(const std::string& s, char sep) {
   std::vector<std::string> out;
   size_t start = 0;
@@ -56,6 +58,8 @@ std::vector<std::string> split_on(const std::string& s, char sep) {
   return out;
 }
 
+}  // namespace
+
 std::string python_lower(const std::string& s) {
   std::string out;
   for (size_t i = 0; i < s.size();)
@@ -63,6 +67,8 @@ std::string python_lower(const std::string& s) {
         out, static_cast<uint32_t>(utf8proc_tolower(static_cast<int32_t>(next_code_point(s, i)))));
   return out;
 }
+
+namespace {
 
 // re.findall(r"\d+", text) with Python's Unicode \d.
 std::vector<std::string> find_numbers(const std::string& text) {

@@ -19,6 +19,7 @@
 // trec, triviaqa, samsum, lsht; max over the answers).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,6 +45,13 @@ std::optional<std::string> longbench_metric(const std::string& dataset);
 double longbench_score(const std::string& dataset, const std::string& prediction,
                        const std::vector<std::string>& answers,
                        const std::vector<std::string>& all_classes);
+
+// Python's str.isspace() set (what str.split() and str.strip() remove).
+bool python_space(uint32_t code_point);
+// str.split() with no argument: runs of whitespace, no empty pieces.
+std::vector<std::string> python_split(const std::string& text);
+// str.lower() (simple case mapping through utf8proc).
+std::string python_lower(const std::string& text);
 
 // Python's round(x, digits) (correct rounding of the exact binary value, ties to even).
 double python_round(double value, int digits);

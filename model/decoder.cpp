@@ -15,6 +15,8 @@
 #include "model/activation.h"
 #include "model/attention.h"
 #include "model/rope.h"
+#include "model/vision/mrope.h"
+#include "model/vision/vision_tower.h"
 
 namespace retain {
 
@@ -23,9 +25,9 @@ std::vector<ParamSpec> decoder_param_specs(const ModelConfig& c) {
   const int64_t d = c.hidden_size, q_out = c.num_heads * c.head_dim,
                 kv_out = c.num_kv_heads * c.head_dim;
   std::vector<ParamSpec> specs;
-  specs.push_back({"model.embed_tokens.weight", {c.vocab_size, d}, K::kEmbedding});
+  specs.push_back({c.weight_prefix + "embed_tokens.weight", {c.vocab_size, d}, K::kEmbedding});
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    std::string p = str_cat("model.layers.", l, ".");
+    std::string p = str_cat(c.weight_prefix, "layers.", l, ".");
     specs.push_back({p + "input_layernorm.weight", {d}, K::kNorm});
     for (auto [name, out] : {std::pair{"q_proj", q_out}, {"k_proj", kv_out}, {"v_proj", kv_out}}) {
       specs.push_back({p + "self_attn." + name + ".weight", {out, d}, K::kMatrix});
@@ -45,7 +47,7 @@ std::vector<ParamSpec> decoder_param_specs(const ModelConfig& c) {
       if (c.mlp_bias) specs.push_back({p + "mlp." + name + ".bias", {shape[0]}, K::kBias});
     }
   }
-  specs.push_back({"model.norm.weight", {d}, K::kNorm});
+  specs.push_back({c.weight_prefix + "norm.weight", {d}, K::kNorm});
   if (!c.tie_word_embeddings) specs.push_back({"lm_head.weight", {c.vocab_size, d}, K::kMatrix});
   return specs;
 }
@@ -53,6 +55,15 @@ std::vector<ParamSpec> decoder_param_specs(const ModelConfig& c) {
 Decoder Decoder::load(const fs::path& model_dir, const LoadOptions& options) {
   ModelConfig config = ModelConfig::load(model_dir);
   auto ckpt = SafetensorsCheckpoint::open_dir(model_dir);
+  std::string vision_prefix;
+  if (config.multimodal) {
+    // transformers 5 saves model.language_model.* and model.visual.*; Qwen2.5-VL's first
+    // release has model.* and visual.*.
+    const bool legacy = !ckpt.contains("model.language_model.embed_tokens.weight") &&
+                        ckpt.contains("model.embed_tokens.weight");
+    config.weight_prefix = legacy ? "model." : "model.language_model.";
+    vision_prefix = legacy ? "visual." : "model.visual.";
+  }
   auto tensor_options = at::TensorOptions().dtype(options.dtype).device(options.device);
   std::vector<std::pair<std::string, at::Tensor>> params;
   for (const auto& spec : decoder_param_specs(config)) {
@@ -67,12 +78,20 @@ Decoder Decoder::load(const fs::path& model_dir, const LoadOptions& options) {
   }
   std::unordered_set<std::string> used{"lm_head.weight"};  // a tied head may still be stored
   for (const auto& [name, _] : params) used.insert(name);
+  std::shared_ptr<const VisionTower> vision;
+  if (config.multimodal) {
+    vision = std::make_shared<const VisionTower>(
+        VisionTower::load(config.multimodal->vision, ckpt, vision_prefix, options));
+    for (const auto& [name, _] : vision->named_parameters()) used.insert(vision_prefix + name);
+  }
   size_t unused = 0;
   for (const auto& name : ckpt.names()) unused += used.count(name) ? 0 : 1;
   if (unused > 0)
     log_warn(ckpt.where(), ": ", unused, " tensors are not used by the ", config.model_type,
              " decoder");
-  return assemble(std::move(config), options, std::move(params));
+  Decoder m = assemble(std::move(config), options, std::move(params));
+  m.vision_ = std::move(vision);
+  return m;
 }
 
 Decoder Decoder::random(const ModelConfig& config, const LoadOptions& options, uint64_t seed) {
@@ -99,7 +118,11 @@ Decoder Decoder::random(const ModelConfig& config, const LoadOptions& options, u
     }
     params.emplace_back(spec.name, param);
   }
-  return assemble(config, options, std::move(params));
+  Decoder m = assemble(config, options, std::move(params));
+  if (config.multimodal)
+    m.vision_ = std::make_shared<const VisionTower>(
+        VisionTower::random(config.multimodal->vision, options, seed + 1));
+  return m;
 }
 
 Decoder Decoder::assemble(ModelConfig config, const LoadOptions& options,
@@ -113,11 +136,15 @@ Decoder Decoder::assemble(ModelConfig config, const LoadOptions& options,
     auto it = by_name.find(name);
     return it == by_name.end() ? at::Tensor() : it->second;
   };
-  m.embed_ = get("model.embed_tokens.weight");
-  m.final_norm_ = get("model.norm.weight");
+  const std::string& prefix = m.config_.weight_prefix;
+  m.embed_ = get(prefix + "embed_tokens.weight");
+  m.final_norm_ = get(prefix + "norm.weight");
+  if (m.config_.multimodal)
+    m.mrope_axis_ =
+        mrope_axis_of_frequency(*m.config_.multimodal, m.config_.head_dim, options.device);
   m.lm_head_ = m.config_.tie_word_embeddings ? m.embed_ : get("lm_head.weight");
   for (int64_t l = 0; l < m.config_.num_layers; ++l) {
-    std::string p = str_cat("model.layers.", l, ".");
+    std::string p = str_cat(prefix, "layers.", l, ".");
     Layer layer;
     layer.input_norm = get(p + "input_layernorm.weight");
     layer.q_w = get(p + "self_attn.q_proj.weight");
@@ -227,9 +254,48 @@ at::Tensor Decoder::forward_hidden(const at::Tensor& input_ids, const at::Tensor
   // Dynamic NTK depends on the longest position of the call; other types need no sync here.
   int64_t seq_len = c.rope.type == RopeType::kDynamic ? pos.max().item<int64_t>() + 1 : 0;
   auto freqs = rope_frequencies(c, seq_len, options_.device);
-  auto [cos, sin] = rope_cos_sin(freqs, pos, options_.dtype);
+  const MultimodalInputs* mm = context.multimodal;
+  RETAIN_CHECK(mm == nullptr || c.multimodal, "Decoder::forward: multimodal inputs given to ",
+               c.model_type, ", a text-only model");
+  at::Tensor cos, sin;
+  if (mm != nullptr && (mm->rope_positions.defined() || mm->rope_delta.defined())) {
+    at::Tensor pos3 = mm->rope_positions.defined()
+                          ? mm->rope_positions.to(options_.device, at::kLong)
+                          : (pos + mm->rope_delta.to(options_.device, at::kLong))
+                                .unsqueeze(0)
+                                .expand({3, -1, -1});
+    RETAIN_CHECK(pos3.size(1) == pos.size(0) && pos3.size(2) == pos.size(1),
+                 "Decoder::forward: rope positions of shape ", pos3.sizes(), " for tokens ",
+                 pos.sizes());
+    std::tie(cos, sin) = mrope_cos_sin(freqs, pos3, mrope_axis_, options_.dtype);
+  } else {
+    // Text only: the three axes are equal, and multimodal rotary reduces to the plain one.
+    std::tie(cos, sin) = rope_cos_sin(freqs, pos, options_.dtype);
+  }
 
   auto x = at::embedding(embed_, ids);  // (B, T, d)
+  at::Tensor visual_mask;
+  if (mm != nullptr && mm->visual_mask.defined()) {
+    visual_mask = mm->visual_mask.to(options_.device, at::kBool);
+    const int64_t n = visual_mask.sum().item<int64_t>();
+    RETAIN_CHECK(n == 0 || (mm->visual_embeds.defined() && mm->visual_embeds.size(0) == n &&
+                            mm->visual_embeds.size(-1) == c.hidden_size),
+                 "Decoder::forward: ", n, " image tokens but visual embeddings of shape ",
+                 mm->visual_embeds.defined() ? mm->visual_embeds.sizes() : at::IntArrayRef{});
+    if (n > 0)
+      x = x.masked_scatter(visual_mask.unsqueeze(-1),
+                           mm->visual_embeds.to(options_.device, x.scalar_type()));
+    else
+      visual_mask = at::Tensor();
+  }
+  // DeepStack (Qwen3-VL): after decoder layer l, the image tokens get level l's features.
+  auto add_deepstack = [&](int64_t l, const at::Tensor& h) {
+    if (!visual_mask.defined() || l >= static_cast<int64_t>(mm->deepstack.size())) return h;
+    auto out = h.clone();
+    out.index_put_({visual_mask},
+                   h.index({visual_mask}) + mm->deepstack[l].to(options_.device, h.scalar_type()));
+    return out;
+  };
   for (int64_t l = 0; l < c.num_layers; ++l) {
     if (context.checkpoint_layers && at::GradMode::is_enabled()) {
       // Captured by value: the backward pass re-runs this after forward_hidden has returned (the
@@ -249,6 +315,7 @@ at::Tensor Decoder::forward_hidden(const at::Tensor& input_ids, const at::Tensor
     } else {
       x = run_layer(l, x, cos, sin, pos, context);
     }
+    x = add_deepstack(l, x);
   }
   if (context.cache != nullptr) context.cache->end_step();
   return rms_norm(x, final_norm_);

@@ -10,6 +10,7 @@
 
 #include <ATen/ATen.h>
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,6 +33,22 @@ struct ParamSpec {
 
 std::vector<ParamSpec> decoder_param_specs(const ModelConfig& config);
 
+class VisionTower;  // model/vision/vision_tower.h
+
+// What a vision-language model's decoder takes beside the token ids of one call (a prompt, a
+// chunk of it, or a decode step). Text-only calls leave it null.
+struct MultimodalInputs {
+  // (3, B, T) int64: the temporal/height/width rotary positions of this call's tokens
+  // (model/vision/mrope.h). Undefined: every axis is the token's position + rope_delta.
+  at::Tensor rope_positions;
+  at::Tensor rope_delta;  // (B, 1) int64, used when rope_positions is undefined
+  // (B, T) bool: the image tokens; their embeddings are replaced by visual_embeds' rows in
+  // row-major order, and DeepStack's levels are added to them after the first decoder layers.
+  at::Tensor visual_mask;
+  at::Tensor visual_embeds;           // (n, d)
+  std::vector<at::Tensor> deepstack;  // Qwen3-VL: one (n, d) per level
+};
+
 // What a forward pass runs with, beyond the tokens. With a hook, the hook computes every layer's
 // attention (and the cache is not used); `checkpoint_layers` recomputes each layer in the backward
 // pass instead of keeping its activations (training).
@@ -42,6 +59,7 @@ struct ForwardContext {
   // The caller has checked that every token id is in the vocabulary: forward skips its own check,
   // a device-to-host read that a CUDA graph capture cannot contain (model/decode_graph.h).
   bool ids_checked = false;
+  const MultimodalInputs* multimodal = nullptr;
 };
 
 struct LoadOptions {
@@ -74,6 +92,8 @@ class Decoder {
   }
 
   const ModelConfig& config() const { return config_; }
+  // The vision tower of a vision-language model (loaded with it); null for a text model.
+  const VisionTower* vision() const { return vision_.get(); }
   at::ScalarType dtype() const { return options_.dtype; }
   at::Device device() const { return options_.device; }
   // HF names; a tied LM head appears once, as the embedding.
@@ -101,6 +121,8 @@ class Decoder {
   ModelConfig config_;
   LoadOptions options_;
   at::Tensor embed_, final_norm_, lm_head_;
+  std::shared_ptr<const VisionTower> vision_;
+  at::Tensor mrope_axis_;  // (D/2,) which position axis each rotary frequency follows
   std::vector<Layer> layers_;
   std::vector<std::pair<std::string, at::Tensor>> params_;
 };

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "model/decode_graph.h"
+#include "model/vision/multimodal_prompt.h"
 
 namespace retain {
 
@@ -62,14 +63,21 @@ PaddedRows left_pad(const std::vector<std::vector<int64_t>>& rows,
 // each row's chunks are the ones it has alone, whatever the padding. Returns the last hidden
 // state of the last chunk (B, T, d), undefined when end is 0.
 at::Tensor forward_chunks(const Decoder& model, const PaddedRows& batch, int64_t end,
-                          KvCache& cache, int64_t chunk) {
+                          KvCache& cache, int64_t chunk,
+                          const BatchMultimodal* multimodal = nullptr) {
   at::Tensor hidden;
   if (end <= 0) return hidden;
   const int64_t step = chunk > 0 ? chunk : end;
   for (int64_t begin = 0; begin < end;) {
     const int64_t len = begin == 0 && end % step != 0 ? end % step : step;
+    ForwardContext context{&cache};
+    MultimodalInputs inputs;
+    if (multimodal != nullptr) {
+      inputs = multimodal->columns(begin, len);
+      context.multimodal = &inputs;
+    }
     hidden = model.forward_hidden(batch.ids.narrow(1, begin, len),
-                                  batch.positions.narrow(1, begin, len), &cache);
+                                  batch.positions.narrow(1, begin, len), context);
     begin += len;
   }
   return hidden;
@@ -141,14 +149,35 @@ std::vector<GenerationResult> generate_batch(const Decoder& model,
   const PaddedRows batch = left_pad(prompts, starts);
   const int64_t longest = batch.ids.size(1);
   auto start = Clock::now();
+  // Vision-language rows: every row gets a prompt (plain positions where it has no images).
+  std::unique_ptr<BatchMultimodal> multimodal;
+  if (std::any_of(row.begin(), row.end(), [](const RowOptions& r) { return r.multimodal; })) {
+    std::vector<std::shared_ptr<const MultimodalPrompt>> mm;
+    for (int64_t r = 0; r < b; ++r) {
+      if (row[r].multimodal) {
+        RETAIN_CHECK(row[r].multimodal->ids == prompts[r], "generate: row ", r,
+                     "'s prompt is not its multimodal prompt's ids");
+        mm.push_back(row[r].multimodal);
+      } else {
+        mm.push_back(std::make_shared<const MultimodalPrompt>(text_only_prompt(prompts[r])));
+      }
+    }
+    multimodal = std::make_unique<BatchMultimodal>(mm, starts, longest, model.device());
+  }
   // The prompt but its last token in chunks, then the last token alone: its logits give the first
   // new token, so the cache cuts back to its budget first (begin_generating_step) and that token
   // reads no more than any decoded token does, whatever the chunk size.
   const int64_t body = longest - 1;
-  forward_chunks(model, batch, body, cache, options.prefill_chunk);
+  forward_chunks(model, batch, body, cache, options.prefill_chunk, multimodal.get());
   cache.begin_generating_step();
+  ForwardContext last_context{&cache};
+  MultimodalInputs last_inputs;
+  if (multimodal) {
+    last_inputs = multimodal->columns(body, 1);
+    last_context.multimodal = &last_inputs;
+  }
   at::Tensor hidden = model.forward_hidden(batch.ids.narrow(1, body, 1),
-                                           batch.positions.narrow(1, body, 1), &cache);
+                                           batch.positions.narrow(1, body, 1), last_context);
   // A row asked for no new token takes part in no step's choice (as alone, where it generates
   // nothing).
   std::vector<bool> done(static_cast<size_t>(b), false);
@@ -176,7 +205,7 @@ std::vector<GenerationResult> generate_batch(const Decoder& model,
   std::unique_ptr<DecodeGraph> graph;
   bool static_decode = false;
   if (options.decode != DecodeMode::kEager) {
-    const bool graphs = DecodeGraph::available(model);
+    const bool graphs = DecodeGraph::available(model) && !multimodal;
     if ((graphs || options.decode == DecodeMode::kStatic) && cache.begin_static_decode()) {
       static_decode = true;
       if (graphs) graph = std::make_unique<DecodeGraph>(model, cache, b);
@@ -185,8 +214,10 @@ std::vector<GenerationResult> generate_batch(const Decoder& model,
   const std::string decode_mode = graph ? "cuda-graph" : (static_decode ? "static" : "eager");
   auto decode_step = [&](const at::Tensor& token, const at::Tensor& position) {
     if (graph) return graph->step(token, position);
-    if (!static_decode) return model.forward(token, position, &cache).squeeze(1);
     ForwardContext context{&cache};
+    if (multimodal) context.multimodal = &multimodal->decode_step();
+    if (!static_decode)
+      return model.logits(model.forward_hidden(token, position, context)).squeeze(1);
     context.ids_checked = true;  // the ids are the model's own picks
     auto logits = model.logits(model.forward_hidden(token, position, context).squeeze(1));
     cache.end_static_step();

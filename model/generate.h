@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,8 @@
 #include "model/kv_cache.h"
 
 namespace retain {
+
+struct MultimodalPrompt;  // model/vision/multimodal_prompt.h
 
 // How decode steps run. kAuto: as CUDA graphs when the model is on a GPU and the cache supports
 // static decode (model/decode_graph.h), else eagerly. kEager: one launch per kernel, shapes
@@ -63,6 +66,9 @@ struct RowOptions {
   int64_t start_position = 0;           // the row's first prompt token's position
   int64_t max_new_tokens = -1;          // -1: the options' max_new_tokens
   std::vector<int64_t> extra_stop_ids;  // stop ids added to the options' for this row
+  // A vision-language prompt (model/vision/multimodal_prompt.h): the row's prompt must be its
+  // `ids`. CUDA-graph decode is off for a batch that has one (the rotary offset varies by row).
+  std::shared_ptr<const MultimodalPrompt> multimodal;
 };
 
 // Several prompts of different lengths at once: left-padded (padding at position -1, masked), one

@@ -5,20 +5,21 @@
 #include <set>
 
 #include "core/error.h"
+#include "model/vision/vision_config.h"
 
 namespace retain {
 
 namespace {
 
-const std::set<std::string> kSupportedTypes = {"llama", "mistral", "qwen2", "qwen3"};
+const std::set<std::string> kSupportedTypes = {"llama", "mistral",    "qwen2",
+                                               "qwen3", "qwen2_5_vl", "qwen3_vl"};
 
-Activation parse_activation(const std::string& name, const std::string& where) {
-  if (name == "silu" || name == "swish") return Activation::kSilu;
-  if (name == "gelu") return Activation::kGelu;
-  if (name == "gelu_pytorch_tanh" || name == "gelu_new") return Activation::kGeluTanh;
-  if (name == "relu") return Activation::kRelu;
-  fail(where, ": hidden_act '", name,
-       "' is not supported (expected silu, gelu, gelu_pytorch_tanh, gelu_new or relu)");
+// The text decoder family of a model type: a vision-language model's decoder is a Qwen2 or Qwen3
+// decoder (its rotary layout aside).
+std::string decoder_family(const std::string& model_type) {
+  if (model_type == "qwen2_5_vl") return "qwen2";
+  if (model_type == "qwen3_vl") return "qwen3";
+  return model_type;
 }
 
 // rope_scaling (transformers 4.x) or rope_parameters (transformers 5.x), plus rope_theta that may
@@ -52,6 +53,9 @@ RopeConfig parse_rope(const Json& j, int64_t max_positions, const std::string& w
   } else if (auto t2 = json_get_optional<std::string>(params, "type", ctx)) {
     type = *t2;
   }
+  // Qwen2-VL-era configs call their multimodal rotary "mrope": default frequencies, split among
+  // the position axes by mrope_section (read with the vision config).
+  if (type == "mrope") type = "default";
   auto original = json_get_optional<int64_t>(params, "original_max_position_embeddings", ctx);
   if (!original)
     original = json_get_optional<int64_t>(j, "original_max_position_embeddings", where);
@@ -92,16 +96,16 @@ RopeConfig parse_rope(const Json& j, int64_t max_positions, const std::string& w
 }
 
 std::vector<int64_t> parse_sliding_window(const Json& j, const ModelConfig& c,
-                                          const std::string& where) {
+                                          const std::string& family, const std::string& where) {
   std::vector<int64_t> windows(c.num_layers, 0);
   auto window = json_get_optional<int64_t>(j, "sliding_window", where);
-  if (c.model_type == "mistral") {
+  if (family == "mistral") {
     RETAIN_CHECK(!j.contains("layer_types"), where,
                  ": mistral with layer_types (alternating attention) is not supported");
     if (window) std::fill(windows.begin(), windows.end(), *window);
     return windows;
   }
-  if (c.model_type == "qwen2" || c.model_type == "qwen3") {
+  if (family == "qwen2" || family == "qwen3") {
     bool use = json_get_optional<bool>(j, "use_sliding_window", where).value_or(false);
     if (!use) return windows;
     RETAIN_CHECK(window.has_value(), where,
@@ -121,12 +125,21 @@ std::vector<int64_t> parse_sliding_window(const Json& j, const ModelConfig& c,
     }
     return windows;
   }
-  RETAIN_CHECK(!window.has_value() || c.model_type != "llama", where,
+  RETAIN_CHECK(!window.has_value() || family != "llama", where,
                ": sliding_window is not supported for llama");
   return windows;
 }
 
 }  // namespace
+
+Activation parse_activation(const std::string& name, const std::string& where) {
+  if (name == "silu" || name == "swish") return Activation::kSilu;
+  if (name == "gelu") return Activation::kGelu;
+  if (name == "gelu_pytorch_tanh" || name == "gelu_new") return Activation::kGeluTanh;
+  if (name == "relu") return Activation::kRelu;
+  fail(where, ": hidden_act '", name,
+       "' is not supported (expected silu, gelu, gelu_pytorch_tanh, gelu_new or relu)");
+}
 
 const char* rope_type_name(RopeType type) {
   switch (type) {
@@ -158,20 +171,30 @@ ModelConfig ModelConfig::from_json(const Json& j, const std::string& where) {
     ModelConfig c;
     c.model_type = json_get<std::string>(j, "model_type", where);
     RETAIN_CHECK(kSupportedTypes.count(c.model_type), where, ": model_type '", c.model_type,
-                 "' is not supported (expected llama, mistral, qwen2 or qwen3)");
-    for (const char* key :
-         {"quantization_config", "vision_config", "num_experts", "num_local_experts"})
+                 "' is not supported (expected llama, mistral, qwen2, qwen3, qwen2_5_vl or "
+                 "qwen3_vl)");
+    const std::string family = decoder_family(c.model_type);
+    const bool vision_language = family != c.model_type;
+    // A vision-language config keeps the decoder's keys in "text_config" (transformers 5) or, as
+    // first released, at the top level beside "vision_config".
+    const bool nested = vision_language && j.contains("text_config") && !j["text_config"].is_null();
+    const Json& t = nested ? j["text_config"] : j;
+    const std::string text_where = nested ? where + ": text_config" : where;
+    RETAIN_CHECK(t.is_object(), text_where, ": expected a JSON object");
+    for (const char* key : {"quantization_config", "num_experts", "num_local_experts"})
       RETAIN_CHECK(!j.contains(key) || j[key].is_null(), where, ": '", key, "' is not supported");
-    if (auto tp = json_get_optional<int64_t>(j, "pretraining_tp", where))
+    RETAIN_CHECK(vision_language || !j.contains("vision_config") || j["vision_config"].is_null(),
+                 where, ": 'vision_config' is not supported for model_type '", c.model_type, "'");
+    if (auto tp = json_get_optional<int64_t>(t, "pretraining_tp", text_where))
       RETAIN_CHECK(*tp == 1, where, ": pretraining_tp ", *tp, " is not supported (only 1)");
 
-    c.vocab_size = json_get<int64_t>(j, "vocab_size", where);
-    c.hidden_size = json_get<int64_t>(j, "hidden_size", where);
-    c.intermediate_size = json_get<int64_t>(j, "intermediate_size", where);
-    c.num_layers = json_get<int64_t>(j, "num_hidden_layers", where);
-    c.num_heads = json_get<int64_t>(j, "num_attention_heads", where);
+    c.vocab_size = json_get<int64_t>(t, "vocab_size", text_where);
+    c.hidden_size = json_get<int64_t>(t, "hidden_size", text_where);
+    c.intermediate_size = json_get<int64_t>(t, "intermediate_size", text_where);
+    c.num_layers = json_get<int64_t>(t, "num_hidden_layers", text_where);
+    c.num_heads = json_get<int64_t>(t, "num_attention_heads", text_where);
     c.num_kv_heads =
-        json_get_optional<int64_t>(j, "num_key_value_heads", where).value_or(c.num_heads);
+        json_get_optional<int64_t>(t, "num_key_value_heads", text_where).value_or(c.num_heads);
     for (auto [name, value] : {std::pair{"vocab_size", c.vocab_size},
                                {"hidden_size", c.hidden_size},
                                {"intermediate_size", c.intermediate_size},
@@ -181,7 +204,7 @@ ModelConfig ModelConfig::from_json(const Json& j, const std::string& where) {
       RETAIN_CHECK(value > 0, where, ": ", name, " must be positive, found ", value);
     RETAIN_CHECK(c.num_heads % c.num_kv_heads == 0, where, ": num_attention_heads ", c.num_heads,
                  " is not a multiple of num_key_value_heads ", c.num_kv_heads);
-    auto head_dim = json_get_optional<int64_t>(j, "head_dim", where);
+    auto head_dim = json_get_optional<int64_t>(t, "head_dim", text_where);
     if (!head_dim) {
       RETAIN_CHECK(c.hidden_size % c.num_heads == 0, where, ": hidden_size ", c.hidden_size,
                    " is not a multiple of num_attention_heads ", c.num_heads,
@@ -192,38 +215,59 @@ ModelConfig ModelConfig::from_json(const Json& j, const std::string& where) {
     RETAIN_CHECK(c.head_dim > 0 && c.head_dim % 2 == 0, where,
                  ": head_dim must be a positive even number, found ", c.head_dim);
     c.max_position_embeddings =
-        json_get_optional<int64_t>(j, "max_position_embeddings", where).value_or(2048);
-    c.rms_norm_eps = json_get_optional<double>(j, "rms_norm_eps", where).value_or(1e-6);
-    c.hidden_act = json_get_optional<std::string>(j, "hidden_act", where).value_or("silu");
-    c.activation = parse_activation(c.hidden_act, where);
+        json_get_optional<int64_t>(t, "max_position_embeddings", text_where).value_or(2048);
+    c.rms_norm_eps = json_get_optional<double>(t, "rms_norm_eps", text_where).value_or(1e-6);
+    c.hidden_act = json_get_optional<std::string>(t, "hidden_act", text_where).value_or("silu");
+    c.activation = parse_activation(c.hidden_act, text_where);
     c.tie_word_embeddings =
-        json_get_optional<bool>(j, "tie_word_embeddings", where).value_or(false);
+        json_get_optional<bool>(t, "tie_word_embeddings", text_where).value_or(false);
 
     // Which projections carry a bias is fixed per family in transformers' model code.
-    if (c.model_type == "llama" || c.model_type == "qwen3") {
-      bool bias = json_get_optional<bool>(j, "attention_bias", where).value_or(false);
+    if (family == "llama" || family == "qwen3") {
+      bool bias = json_get_optional<bool>(t, "attention_bias", text_where).value_or(false);
       c.qkv_bias = bias;
       c.o_bias = bias;
-    } else if (c.model_type == "qwen2") {
+    } else if (family == "qwen2") {
       c.qkv_bias = true;
     }
-    if (c.model_type == "llama")
-      c.mlp_bias = json_get_optional<bool>(j, "mlp_bias", where).value_or(false);
-    c.qk_norm = c.model_type == "qwen3";
+    if (family == "llama")
+      c.mlp_bias = json_get_optional<bool>(t, "mlp_bias", text_where).value_or(false);
+    c.qk_norm = family == "qwen3";
 
-    c.rope = parse_rope(j, c.max_position_embeddings, where);
-    c.sliding_window = parse_sliding_window(j, c, where);
+    c.rope = parse_rope(t, c.max_position_embeddings, text_where);
+    c.sliding_window = parse_sliding_window(t, c, family, text_where);
 
-    if (j.contains("eos_token_id") && !j["eos_token_id"].is_null()) {
-      if (j["eos_token_id"].is_array())
-        c.eos_token_ids = json_get<std::vector<int64_t>>(j, "eos_token_id", where);
+    if (t.contains("eos_token_id") && !t["eos_token_id"].is_null()) {
+      if (t["eos_token_id"].is_array())
+        c.eos_token_ids = json_get<std::vector<int64_t>>(t, "eos_token_id", text_where);
       else
-        c.eos_token_ids = {json_get<int64_t>(j, "eos_token_id", where)};
+        c.eos_token_ids = {json_get<int64_t>(t, "eos_token_id", text_where)};
     }
-    c.bos_token_id = json_get_optional<int64_t>(j, "bos_token_id", where);
-    auto dtype = json_get_optional<std::string>(j, "dtype", where);
-    if (!dtype) dtype = json_get_optional<std::string>(j, "torch_dtype", where);
-    if (dtype) c.dtype = parse_dtype_name(*dtype, where);
+    c.bos_token_id = json_get_optional<int64_t>(t, "bos_token_id", text_where);
+    auto dtype = json_get_optional<std::string>(t, "dtype", text_where);
+    if (!dtype) dtype = json_get_optional<std::string>(t, "torch_dtype", text_where);
+    if (!dtype && nested) dtype = json_get_optional<std::string>(j, "dtype", where);
+    if (!dtype && nested) dtype = json_get_optional<std::string>(j, "torch_dtype", where);
+    if (dtype) c.dtype = parse_dtype_name(*dtype, text_where);
+    if (vision_language) {
+      // transformers 5 keeps the tying flag at the top; earlier saves put it in text_config.
+      if (nested && json_get_optional<bool>(j, "tie_word_embeddings", where).value_or(false))
+        c.tie_word_embeddings = true;
+      if (c.eos_token_ids.empty() && j.contains("eos_token_id") && !j["eos_token_id"].is_null())
+        c.eos_token_ids = j["eos_token_id"].is_array()
+                              ? json_get<std::vector<int64_t>>(j, "eos_token_id", where)
+                              : std::vector<int64_t>{json_get<int64_t>(j, "eos_token_id", where)};
+      static const Json kNoRope = Json::object();
+      const Json* rope = &kNoRope;
+      for (const char* key : {"rope_parameters", "rope_scaling"})
+        if (t.contains(key) && t[key].is_object()) {
+          rope = &t[key];
+          break;
+        }
+      c.multimodal = std::make_shared<const MultimodalConfig>(
+          parse_multimodal_config(c.model_type, j, *rope, c.head_dim, where));
+      c.weight_prefix = "model.language_model.";
+    }
     return c;
   });
 }
@@ -242,6 +286,7 @@ std::string ModelConfig::fingerprint() const {
       tie_word_embeddings, qkv_bias, o_bias, mlp_bias, qk_norm, "|", rope_type_name(rope.type), "|",
       rope.theta, "|", rope.factor, "|", rope.original_max_position_embeddings);
   for (int64_t w : sliding_window) canonical += str_cat(",", w);
+  if (multimodal) canonical += "|" + multimodal_fingerprint(*multimodal);
   // FNV-1a 64: stable across platforms and runs, unlike std::hash.
   uint64_t h = 1469598103934665603ull;
   for (unsigned char ch : canonical) {

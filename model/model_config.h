@@ -6,6 +6,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,8 +36,12 @@ struct RopeConfig {
   bool truncate = true;
 };
 
+struct MultimodalConfig;  // model/vision/vision_config.h
+
 struct ModelConfig {
-  std::string model_type;  // llama | mistral | qwen2 | qwen3
+  // llama | mistral | qwen2 | qwen3, or a vision-language model whose decoder is a qwen2
+  // (qwen2_5_vl) or qwen3 (qwen3_vl) decoder.
+  std::string model_type;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -58,6 +63,12 @@ struct ModelConfig {
   std::vector<int64_t> eos_token_ids;
   std::optional<int64_t> bos_token_id;
   c10::ScalarType dtype = c10::kFloat;  // the checkpoint's dtype ("torch_dtype"/"dtype")
+  // Where the decoder's weights sit in the checkpoint: "model." (text models, Qwen2.5-VL as
+  // first released) or "model.language_model." (vision-language models as transformers 5 saves
+  // them); Decoder::load settles it from the checkpoint's names.
+  std::string weight_prefix = "model.";
+  // Set for vision-language models: the vision tower and the multimodal rotary layout.
+  std::shared_ptr<const MultimodalConfig> multimodal;
 
   int64_t kv_groups() const { return num_heads / num_kv_heads; }
 
@@ -70,6 +81,8 @@ struct ModelConfig {
 };
 
 const char* rope_type_name(RopeType type);
+// config.json "hidden_act" -> Activation; `where` names the file in the error.
+Activation parse_activation(const std::string& name, const std::string& where);
 c10::ScalarType parse_dtype_name(const std::string& name, const std::string& where);
 
 }  // namespace retain

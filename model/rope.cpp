@@ -110,6 +110,12 @@ std::pair<at::Tensor, at::Tensor> rope_cos_sin(const RopeFrequencies& freqs,
                                                const at::Tensor& positions, at::ScalarType dtype) {
   // (B, T, 1) * (D/2,) -> (B, T, D/2): each entry is one fp32 product, as in transformers' matmul.
   auto angles = positions.to(at::kFloat).unsqueeze(-1) * freqs.inv_freq;
+  return rope_cos_sin_from_angles(angles, freqs, dtype);
+}
+
+std::pair<at::Tensor, at::Tensor> rope_cos_sin_from_angles(const at::Tensor& angles,
+                                                           const RopeFrequencies& freqs,
+                                                           at::ScalarType dtype) {
   auto emb = at::cat({angles, angles}, -1);
   auto cos = emb.cos();
   auto sin = emb.sin();

@@ -22,6 +22,12 @@ RopeFrequencies rope_frequencies(const ModelConfig& config, int64_t seq_len, at:
 std::pair<at::Tensor, at::Tensor> rope_cos_sin(const RopeFrequencies& freqs,
                                                const at::Tensor& positions, at::ScalarType dtype);
 
+// cos, sin of rotation angles (..., D/2) laid out as transformers does (the half repeated), scaled
+// by the frequencies' attention scaling and cast to `dtype`.
+std::pair<at::Tensor, at::Tensor> rope_cos_sin_from_angles(const at::Tensor& angles,
+                                                           const RopeFrequencies& freqs,
+                                                           at::ScalarType dtype);
+
 // x: (B, heads, T, D); cos, sin: (B, T, D).
 at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 

@@ -1,5 +1,8 @@
 #include "model/tokenize_command.h"
 
+#include "model/vision/multimodal_prompt.h"
+#include "model/vision/vision_config.h"
+
 #include <chrono>
 #include <iostream>
 
@@ -32,6 +35,7 @@ int run_tokenize_command(const TokenizeCommandOptions& o) {
     return 0;
   }
   std::string text = o.text ? *o.text : read_text_file(*o.file);
+  if (!o.images.empty()) text = text_with_image_blocks(text, o.images.size());
   ChatFlags flags = o.chat;
   const bool chat = flags.chat || !flags.chat_template.empty();
   // Without a chat template: the tokenizer's full encoding (HF's tokenizer(text)), which is what
@@ -44,6 +48,16 @@ int run_tokenize_command(const TokenizeCommandOptions& o) {
     RETAIN_CHECK(!flags.system, "tokenize: --system needs --chat");
     ids =
         o.as_prompt ? tokenizer->encode_prompt(text) : tokenizer->encode_with_special_tokens(text);
+  }
+  if (!o.images.empty()) {
+    // Each image's placeholder repeated once per merged patch, as the processor expands it.
+    const ModelConfig config = ModelConfig::load(o.model_dir);
+    RETAIN_CHECK(config.multimodal, "tokenize: --image needs a vision-language model; ",
+                 o.model_dir, " is ", config.model_type);
+    std::vector<ImageGrid> grids;
+    for (const auto& image : load_images(o.model_dir, o.images)) grids.push_back(image.grid);
+    ids = expand_image_placeholders(ids, config.multimodal->image_token_id, grids,
+                                    config.multimodal->vision.spatial_merge_size);
   }
   if (o.ids_only) {
     for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? "," : "") << ids[i];

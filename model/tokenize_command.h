@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "model/prompt.h"
 
@@ -18,7 +19,8 @@ struct TokenizeCommandOptions {
   bool skip_special = false;          // with decode: drop special tokens (BOS, EOS, ...)
   // The ids a generation prompt gets (no trailing EOS) instead of the tokenizer's full encoding.
   bool as_prompt = false;
-  bool explain = false;  // print which pipeline runs and where BOS/EOS come from
+  bool explain = false;             // print which pipeline runs and where BOS/EOS come from
+  std::vector<std::string> images;  // expand one vision block per image (vision-language models)
   ChatFlags chat;
 };
 

@@ -19,10 +19,11 @@ LIMIT_MIB=56  # the device tool carries 64 MiB in all; the working tree needs th
 DEV_PACKAGES=(
   libsentencepiece-dev libhdf5-dev libyaml-cpp-dev nlohmann-json3-dev
   libutf8proc-dev libcli11-dev libgtest-dev zlib1g-dev libcairo2-dev pkgconf pkgconf-bin libpkgconf3
+  libjpeg62-turbo-dev libpng-dev libwebp-dev
 )
 RUNTIME_ROOTS=(
   libsentencepiece0 libhdf5-103-1 libhdf5-hl-100 libyaml-cpp0.7 libutf8proc2
-  zlib1g libpkgconf3 libcairo2
+  zlib1g libpkgconf3 libcairo2 libjpeg62-turbo libpng16-16 libwebp7
 )
 # PCRE2's source (built there by scripts/build-pcre2.sh: Debian 12's 10.42 lacks Unicode 16).
 PCRE2_TARBALL=pcre2_10.46.orig.tar.gz

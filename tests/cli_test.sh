@@ -347,5 +347,40 @@ check_error policy-gates-wrong-policy "gates applies to trimkv and dbtrimkv" \
 check_error policy-gates-missing-file "nope.safetensors" \
   "$retain" eval synthetic --model "$synmodel" --data "$syn/heldout.jsonl" --policy dbtrimkv:gates=nope.safetensors --gates-dir "$work" --budget 4 --out "$work/synev3"
 
+# Vision-language models: init-model's tiny presets, generate/tokenize --image, bench vision, and
+# the errors (a text-only model given --image, marker counts, unreadable images).
+python3 - "$work/img.png" "$work/bad.jpg" <<'PY'
+import struct, sys, zlib
+w, h = 61, 37
+rows = b"".join(b"\x00" + bytes(v for x in range(w) for v in (x * 4 % 256, y * 7 % 256, x * y % 256))
+                for y in range(h))
+def chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) +
+       chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+open(sys.argv[1], "wb").write(png)
+open(sys.argv[2], "wb").write(b"\xff\xd8\xff\xe0 not really a jpeg")
+PY
+for arch in qwen2_5_vl qwen3_vl; do
+  vl="$work/tiny-$arch"
+  check "init-model-$arch" "$retain" init-model --arch "$arch" --preset tiny --out "$vl"
+  [ -f "$vl/preprocessor_config.json" ] || { echo "FAIL init-model $arch wrote no preprocessor_config.json"; failures=$((failures + 1)); }
+  check "generate-image-$arch" "$retain" generate --model "$vl" --image "$work/img.png" --prompt "Look: <image> What is it?" \
+    --chat-template qwen2 --max-new-tokens 4 --ignore-eos --policy snapkv --budget 8 --json
+  grep -q '"finish_reason":"length"' "$work/out.txt" || { echo "FAIL generate --image $arch: $(cat "$work/out.txt")"; failures=$((failures + 1)); }
+  check "tokenize-image-$arch" "$retain" tokenize --model "$vl" --text "<image>x" --image "$work/img.png" --ids
+  # One image placeholder (id 7) per merged patch: the 61x37 image becomes 2x2 merged patches at least.
+  [ "$(tr ',' '\n' < "$work/out.txt" | grep -cx 7)" -ge 4 ] || { echo "FAIL tokenize --image $arch: $(cat "$work/out.txt")"; failures=$((failures + 1)); }
+  check_error "image-markers-$arch" "2 <image> marker(s) but 1 image(s)" \
+    "$retain" generate --model "$vl" --image "$work/img.png" --prompt "<image> and <image>" --max-new-tokens 1
+  check_error "image-unreadable-$arch" "bad.jpg: not a readable JPEG image" \
+    "$retain" generate --model "$vl" --image "$work/bad.jpg" --prompt "hi" --max-new-tokens 1
+  check "bench-vision-$arch" "$retain" bench vision --model "$vl" --size 64x48 --repeat 1 --dtype fp32
+done
+check_error image-text-only-model "needs a vision-language model" \
+  "$retain" generate --model "$model" --image "$work/img.png" --prompt hi
+check_error vl-small-preset "has the tiny preset (not small)" \
+  "$retain" init-model --arch qwen3_vl --preset small --out "$work/vlsmall"
+
 echo "$failures failed"
 [ "$failures" -eq 0 ]

@@ -9,6 +9,7 @@
 #include "eviction_fixtures.h"
 #include "model/decoder.h"
 #include "model/generate.h"
+#include "model/vision/multimodal_prompt.h"
 #include "test_util.h"
 
 namespace retain {
@@ -151,6 +152,50 @@ TEST_P(PolicyOnModel, EveryGeneratingQueryReadsAtMostTheBudget) {
       }
     }
   }
+}
+
+// Image tokens compete for the same cache as text tokens: with two images in the prompt of a
+// vision-language model (Qwen3-VL, DeepStack included), every generating query reads at most the
+// budget, and a budget that never evicts gives exactly the full cache's tokens.
+TEST_P(PolicyOnModel, ImagePromptsKeepTheBound) {
+  c10::InferenceMode guard;
+  const fs::path vl = testing::fixture_dir("hf_vl");
+  if (fs::exists(vl / ".skipped") && !fs::exists(vl / ".complete"))
+    GTEST_SKIP() << "VL fixtures not built here (tests/fixtures/make_hf_vl_models.py)";
+  Decoder model = Decoder::load(vl / "qwen3_vl", {});
+  const ModelConfig& c = model.config();
+  const int64_t image = c.multimodal->image_token_id;
+  // <|im_start|>user\n <image> text <image> text <|im_end|>: ids from the fixture's vocabulary.
+  std::vector<int64_t> ids = {401, 84,    82,  267, 198, 403, image, 404, 56,  270, 324, 257,
+                              403, image, 404, 392, 69,  84,  75,    402, 198, 401, 312, 198};
+  auto prompt = std::make_shared<MultimodalPrompt>(prepare_multimodal_prompt(
+      model, ids,
+      load_images(vl / "qwen3_vl",
+                  {(vl / "images" / "tall.jpg").string(), (vl / "images" / "wide.png").string()})));
+  ASSERT_EQ(prompt->image_tokens, 16);
+  RowOptions row;
+  row.multimodal = prompt;
+  PolicySpec policy = parse_policy(GetParam());
+  const Learned learned = learned_for(policy, c);
+  SamplingOptions options;
+  options.max_new_tokens = 6;
+  options.prefill_chunk = 9;  // chunks cut through the images
+  FullKvCache full(c.num_layers);
+  auto expected = generate_batch(model, {prompt->ids}, full, options, {row})[0].tokens;
+  BudgetedKvCache large(c, policy, 2000, 9, learned.modules());
+  EXPECT_EQ(generate_batch(model, {prompt->ids}, large, options, {row})[0].tokens, expected)
+      << GetParam();
+  const int64_t budget = 8, heads = c.num_layers * c.num_kv_heads;
+  policy.buffer = 0;  // decoded tokens are cut back at once: the bound is budget + 1
+  BudgetedKvCache small(c, policy, budget, 9, learned.modules());
+  auto r = generate_batch(model, {prompt->ids}, small, options, {row})[0];
+  EXPECT_EQ(r.tokens.size(), 6u);
+  EXPECT_LE(r.max_attended_total, heads * (budget + 1)) << GetParam();
+  const auto shares = layer_budgets(policy, budget, c.num_layers);
+  if (policy.allocation.kind == BudgetAllocation::Kind::kUniform && !policy.global())
+    EXPECT_LE(r.max_attended_entries, budget + 1) << GetParam();
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    expect_layer_within(policy, small.lengths(l), shares[l], 1, GetParam());
 }
 
 }  // namespace
