@@ -1,4 +1,5 @@
-// eval ppl | synthetic | ruler | longbench | longbench-v2 | dialogue | score, and policies.
+// eval ppl | synthetic | ruler | longbench | longbench-v2 | mmmu | mmstar | dialogue | score, and
+// policies.
 #include <iostream>
 
 #include "cli/commands.h"
@@ -7,6 +8,8 @@
 #include "eval/benchmarks/dialogue.h"
 #include "eval/benchmarks/longbench.h"
 #include "eval/benchmarks/longbench_v2.h"
+#include "eval/benchmarks/mmmu.h"
+#include "eval/benchmarks/mmstar.h"
 #include "eval/benchmarks/ruler.h"
 #include "eval/benchmarks/synthetic.h"
 #include "eval/policies/policy_registry.h"
@@ -130,6 +133,63 @@ void register_longbench_v2(CLI::App* eval, Commands& commands) {
   });
 }
 
+void register_mmmu(CLI::App* eval, Commands& commands) {
+  auto o = std::make_shared<MmmuOptions>();
+  auto sweep = std::make_shared<SweepFlags>(SweepFlags{"full", ""});
+  auto subjects = std::make_shared<std::string>();
+  auto* cmd = eval->add_subcommand(
+      "mmmu", "MMMU on a vision-language model under eviction policies (official scoring)");
+  add_model_flags(cmd, o->model);
+  add_chat_flags(cmd, o->chat);
+  add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, &o->limit,
+                  "questions per subject (0: all)");
+  add_batch_flag(cmd, o->batch_size);
+  cmd->add_option("--data", o->data,
+                  "MMMU's parquet release directory (<Subject>/<split>-*.parquet), a parquet "
+                  "file, or a JSONL file / a directory holding <split>.jsonl")
+      ->required();
+  cmd->add_option("--split", o->split, "validation | dev")->capture_default_str();
+  cmd->add_option("--subjects", *subjects, "comma-separated subjects (default: all 30)");
+  cmd->add_option("--images", o->images,
+                  "inline: each image where the text says <image N>; first: all images before "
+                  "the text, the tags left in it")
+      ->check(CLI::IsMember({"inline", "first"}))
+      ->capture_default_str();
+  cmd->add_option("--max-pixels", o->max_pixels,
+                  "resize images to at most this many pixels (0: preprocessor_config.json's)")
+      ->check(kNonNegative);
+  cmd->add_option("--max-new-tokens", o->max_new_tokens)->check(kPositive)->capture_default_str();
+  commands.add(cmd, [o, sweep, subjects] {
+    o->policies = sweep->policies();
+    o->budgets = sweep->budgets();
+    o->subjects = split_list(*subjects);
+    return run_mmmu_eval(*o);
+  });
+}
+
+void register_mmstar(CLI::App* eval, Commands& commands) {
+  auto o = std::make_shared<MmstarOptions>();
+  auto sweep = std::make_shared<SweepFlags>(SweepFlags{"full", ""});
+  auto* cmd = eval->add_subcommand(
+      "mmstar", "MMStar on a vision-language model under eviction policies (official scoring)");
+  add_model_flags(cmd, o->model);
+  add_chat_flags(cmd, o->chat);
+  add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, &o->limit, "questions (0: all)");
+  add_batch_flag(cmd, o->batch_size);
+  cmd->add_option("--data", o->data,
+                  "MMStar's mmstar.parquet, a directory holding it, or mmstar.jsonl")
+      ->required();
+  cmd->add_option("--max-pixels", o->max_pixels,
+                  "resize images to at most this many pixels (0: preprocessor_config.json's)")
+      ->check(kNonNegative);
+  cmd->add_option("--max-new-tokens", o->max_new_tokens)->check(kPositive)->capture_default_str();
+  commands.add(cmd, [o, sweep] {
+    o->policies = sweep->policies();
+    o->budgets = sweep->budgets();
+    return run_mmstar_eval(*o);
+  });
+}
+
 void register_dialogue(CLI::App* eval, Commands& commands) {
   auto o = std::make_shared<DialogueOptions>();
   auto sweep = std::make_shared<SweepFlags>(SweepFlags{"full", ""});
@@ -152,7 +212,8 @@ void register_score(CLI::App* eval, Commands& commands) {
   auto o = std::make_shared<ScoreCommandOptions>();
   auto* cmd =
       eval->add_subcommand("score", "recompute scores from a predictions.jsonl, without a model");
-  cmd->add_option("--benchmark", o->benchmark, "longbench | longbench-v2")->required();
+  cmd->add_option("--benchmark", o->benchmark, "longbench | longbench-v2 | mmmu | mmstar")
+      ->required();
   cmd->add_option("--predictions", o->predictions, "predictions.jsonl")->required();
   cmd->add_flag("--e", o->e, "LongBench-E length buckets");
   cmd->add_option("--out", o->out, "output directory (default: the predictions' directory)");
@@ -230,6 +291,8 @@ void register_eval_commands(CLI::App& app, Commands& commands) {
   register_ruler(eval, commands);
   register_longbench(eval, commands);
   register_longbench_v2(eval, commands);
+  register_mmmu(eval, commands);
+  register_mmstar(eval, commands);
   register_dialogue(eval, commands);
   register_score(eval, commands);
   register_policies(app, commands);

@@ -60,6 +60,24 @@ std::vector<std::string> split_on(const std::string& s, char sep) {
 
 }  // namespace
 
+std::string python_strip(const std::string& s) {
+  size_t b = 0;
+  while (b < s.size()) {
+    size_t i = b;
+    if (!python_space(next_code_point(s, i))) break;
+    b = i;
+  }
+  size_t e = s.size();
+  while (e > b) {
+    size_t start = e - 1;
+    while (start > b && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
+    size_t i = start;
+    if (!python_space(next_code_point(s, i))) break;
+    e = start;
+  }
+  return s.substr(b, e - b);
+}
+
 std::string python_lower(const std::string& s) {
   std::string out;
   for (size_t i = 0; i < s.size();)

@@ -50,6 +50,8 @@ double longbench_score(const std::string& dataset, const std::string& prediction
 bool python_space(uint32_t code_point);
 // str.split() with no argument: runs of whitespace, no empty pieces.
 std::vector<std::string> python_split(const std::string& text);
+// str.strip() with no argument: Python's whitespace at both ends.
+std::string python_strip(const std::string& text);
 // str.lower() (simple case mapping through utf8proc).
 std::string python_lower(const std::string& text);
 

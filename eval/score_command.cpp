@@ -1,5 +1,6 @@
 #include "eval/score_command.h"
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 
@@ -8,6 +9,9 @@
 #include "core/log.h"
 #include "eval/benchmarks/longbench.h"
 #include "eval/benchmarks/longbench_v2.h"
+#include "eval/benchmarks/mmstar.h"
+#include "eval/mmmu/mmmu_data.h"
+#include "eval/mmmu/mmmu_scoring.h"
 #include "eval/plot.h"
 #include "eval/scores.h"
 #include "model/tokenizers/regex.h"
@@ -54,9 +58,10 @@ std::string extract_choice(const std::string& response) {
 }
 
 int run_score_command(const ScoreCommandOptions& o) {
-  RETAIN_CHECK(o.benchmark == "longbench" || o.benchmark == "longbench-v2",
+  RETAIN_CHECK(o.benchmark == "longbench" || o.benchmark == "longbench-v2" ||
+                   o.benchmark == "mmmu" || o.benchmark == "mmstar",
                "eval score: --benchmark '", o.benchmark,
-               "' is not supported (expected longbench or longbench-v2)");
+               "' is not supported (expected longbench, longbench-v2, mmmu or mmstar)");
   auto lines = read_predictions(o.predictions);
   // Grouped by (policy, budget) in the order they first appear; a file without them (LongBench's
   // own) is one group.
@@ -78,12 +83,26 @@ int run_score_command(const ScoreCommandOptions& o) {
     group_of(j).records.push_back(j);
   }
 
+  if (o.benchmark == "mmmu")
+    for (auto& g : groups) {
+      // The official parser draws its random fallbacks in the official question order: subjects
+      // as CAT_SHORT2LONG lists them, each subject's questions as stored (the file's order).
+      const auto& subjects = mmmu_subjects();
+      auto rank = [&](const Json& j) {
+        const std::string s = j.value("subject", "");
+        return std::find(subjects.begin(), subjects.end(), s) - subjects.begin();
+      };
+      std::stable_sort(g.records.begin(), g.records.end(),
+                       [&](const Json& a, const Json& b) { return rank(a) < rank(b); });
+    }
   std::vector<ScoreRow> rows;
   for (const auto& g : groups) {
     auto where = [&](size_t i) {
       return str_cat(o.predictions, ":", g.records[i]["__line"].get<int64_t>());
     };
     Json metrics = o.benchmark == "longbench" ? longbench_metrics(g.records, o.e, where)
+                   : o.benchmark == "mmmu"    ? mmmu_metrics(g.records, where)
+                   : o.benchmark == "mmstar"  ? mmstar_metrics(g.records, where)
                                               : longbench_v2_metrics(g.records, where);
     std::optional<double> budget;
     if (g.budget.is_number()) budget = g.budget.get<double>();
@@ -94,7 +113,27 @@ int run_score_command(const ScoreCommandOptions& o) {
   write_scores(out, o.benchmark, rows);
   PlotSpec plot{
       o.benchmark, "score", {{o.benchmark == "longbench" ? "avg" : "overall", "overall"}}, ""};
-  if (!rows.empty()) {
+  std::vector<std::string> columns;
+  if (o.benchmark == "mmmu") {
+    // The disciplines; the 30 subjects stay in scores.json / scores.csv.
+    columns.push_back("overall");
+    for (const auto& [discipline, subjects] : mmmu_disciplines()) {
+      plot.panels.push_back({discipline, discipline});
+      columns.push_back(discipline);
+    }
+    if (!rows.empty()) write_score_plots(out, rows, plot);
+  } else if (o.benchmark == "mmstar") {
+    // The categories; "category(l2)" stays in scores.json / scores.csv.
+    columns.push_back("overall");
+    if (!rows.empty()) {
+      for (const auto& [metric, value] : rows.front().metrics.items())
+        if (metric != "overall" && metric != "questions" && metric.find('(') == std::string::npos) {
+          plot.panels.push_back({metric, metric});
+          columns.push_back(metric);
+        }
+      write_score_plots(out, rows, plot);
+    }
+  } else if (!rows.empty()) {
     // One panel per dataset or split; LongBench-E's length buckets ("hotpotqa/0-4k") stay in
     // the table.
     for (const auto& [metric, value] : rows.front().metrics.items())
@@ -103,7 +142,7 @@ int run_score_command(const ScoreCommandOptions& o) {
         plot.panels.push_back({metric, metric});
     write_score_plots(out, rows, plot);
   }
-  print_score_table(rows);
+  print_score_table(rows, columns);
   log_info("wrote ", (out / "scores.json").string());
   return 0;
 }

@@ -1,4 +1,4 @@
-// `retain eval score --benchmark longbench|longbench-v2 --predictions FILE [--e] [--out DIR]`:
+// `retain eval score --benchmark longbench|longbench-v2|mmmu|mmstar --predictions FILE [--e] [--out DIR]`:
 // recomputes scores from a predictions.jsonl without a model, in the shared scores schema, with
 // the aggregation the sweeps use (longbench_metrics, longbench_v2_metrics).
 //   longbench:     lines {pred, answers, all_classes, dataset[, length, policy, budget]};
@@ -8,6 +8,11 @@
 //   longbench-v2:  lines {response or pred, answer, difficulty, length[, policy, budget]}; the
 //                  answer is `The correct answer is (X)` (then without parentheses) after removing
 //                  '*'; accuracy overall / easy / hard / short / medium / long, round(100 * acc, 1)
+//   mmmu:          lines {subject, question_type, answers, response, options[, policy, budget]}
+//                  (retain's MMMU records); parsed and judged as the official eval_utils, in the
+//                  official subject order (mmmu_metrics)
+//   mmstar:        lines {category, l2_category, answer, response[, policy, budget]}
+//                  (mmstar_metrics)
 #pragma once
 
 #include <string>

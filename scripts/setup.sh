@@ -16,7 +16,7 @@ APT_PACKAGES=(
 # Python packages, pinned: torch must be the same version on every machine (GPU machines too).
 PIP_PACKAGES=(
   torch==2.11.0 transformers==5.23.0 tokenizers==0.23.3 sentencepiece==0.2.3
-  safetensors==0.8.0 numpy==2.4.6 torchvision==0.26.0 pillow==12.0.0 rouge==1.0.1 fuzzywuzzy==0.18.0 six==1.17.0
+  safetensors==0.8.0 numpy==2.4.6 torchvision==0.26.0 pillow==12.0.0 pyarrow==26.0.1 rouge==1.0.1 fuzzywuzzy==0.18.0 six==1.17.0
 )
 
 missing=()

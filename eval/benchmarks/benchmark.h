@@ -22,6 +22,7 @@
 #include "eval/policies/policy_registry.h"
 #include "eval/sweep.h"
 #include "model/generate.h"
+#include "model/vision/multimodal_prompt.h"
 
 namespace retain {
 
@@ -62,6 +63,9 @@ struct GenerationRequest {
   int64_t protect_from = -1;  // --protect-question: entries from this position survive the prompt
   int64_t max_new_tokens = 0;
   std::vector<int64_t> extra_stop_ids;
+  // A prompt with images (model/vision/multimodal_prompt.h): `prompt` must be its ids (image
+  // placeholders expanded); the vision tower has run. Not with context_tokens.
+  std::shared_ptr<const MultimodalPrompt> multimodal;
 };
 
 // The fields every generation record carries: prompt tokens, peak / live / budget KV bytes of the

@@ -87,6 +87,7 @@ std::vector<std::pair<GenerationResult, Json>> generate_requests(
     RowOptions row;
     row.max_new_tokens = q.max_new_tokens;
     row.extra_stop_ids = q.extra_stop_ids;
+    row.multimodal = q.multimodal;
     const auto split = q.prompt.begin() + (keep ? q.context_tokens : 0);
     contexts.emplace_back(q.prompt.begin(), split);
     prompts.emplace_back(split, q.prompt.end());
@@ -129,6 +130,11 @@ std::vector<Json> run_generations(const Benchmark& benchmark, const std::vector<
     RETAIN_CHECK(
         requests.back().context_tokens < static_cast<int64_t>(requests.back().prompt.size()),
         "eval ", benchmark.name(), ": unit ", unit, "'s context is its whole prompt");
+    RETAIN_CHECK(
+        !requests.back().multimodal || (requests.back().context_tokens == 0 &&
+                                        requests.back().multimodal->ids == requests.back().prompt),
+        "eval ", benchmark.name(), ": unit ", unit,
+        "'s images need its prompt to be the multimodal prompt's ids, read whole");
   }
   // Rows that compress a context first and rows that do not are generated as two batches.
   std::vector<Json> records(units.size());

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "eval/metrics.h"
+#include "eval/mmmu/mmmu_data.h"
 #include "model/tokenizers/regex.h"
 #include "model/tokenizers/unicode.h"
 
@@ -81,24 +82,6 @@ std::string strip_chars(std::string s, char c) {  // str.strip(c)
   size_t b = 0, e = s.size();
   while (b < e && s[b] == c) ++b;
   while (e > b && s[e - 1] == c) --e;
-  return s.substr(b, e - b);
-}
-
-std::string python_strip(const std::string& s) {  // str.strip(): Python's whitespace
-  size_t b = 0;
-  while (b < s.size()) {
-    size_t i = b;
-    if (!python_space(next_code_point(s, i))) break;
-    b = i;
-  }
-  size_t e = s.size();
-  while (e > b) {
-    size_t start = e - 1;
-    while (start > b && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
-    size_t i = start;
-    if (!python_space(next_code_point(s, i))) break;
-    e = start;
-  }
   return s.substr(b, e - b);
 }
 
@@ -353,6 +336,71 @@ const std::map<std::string, std::vector<std::string>>& mmmu_disciplines() {
         "Energy_and_Power", "Materials", "Mechanical_Engineering"}},
   };
   return kDisciplines;
+}
+
+Json mmmu_metrics(const std::vector<Json>& records, const std::function<std::string(size_t)>& where,
+                  std::vector<MmmuJudgement>* judged) {
+  // eval_utils.py seeds Python's random once at import; every draw of a run follows.
+  PythonRandom random(42);
+  std::map<std::string, std::pair<int64_t, int64_t>> subjects;  // subject -> (correct, total)
+  if (judged) judged->clear();
+  for (size_t i = 0; i < records.size(); ++i) {
+    const Json& r = records[i];
+    const std::string response = json_get<std::string>(r, "response", where(i));
+    const auto answers = json_get<std::vector<std::string>>(r, "answers", where(i));
+    const std::string type = json_get<std::string>(r, "question_type", where(i));
+    MmmuJudgement j;
+    if (type == "multiple-choice") {
+      const auto options = json_get<std::vector<std::string>>(r, "options", where(i));
+      std::vector<std::string> choices;
+      for (size_t k = 0; k < options.size(); ++k)
+        choices.push_back(std::string(1, static_cast<char>('A' + k)));
+      j.parsed = parse_multi_choice_response(response, choices, options, random);
+      j.correct = eval_multi_choice(answers, j.parsed);
+    } else {
+      RETAIN_CHECK(type == "open", where(i), ": question_type '", type,
+                   "'; expected multiple-choice or open");
+      const auto predictions = parse_open_response(response);
+      for (const auto& p : predictions) {
+        if (!j.parsed.empty()) j.parsed += " | ";
+        j.parsed += std::holds_alternative<double>(p) ? str_cat(std::get<double>(p))
+                                                      : std::get<std::string>(p);
+      }
+      j.correct = eval_open(answers, predictions);
+    }
+    auto& [correct, total] = subjects[json_get<std::string>(r, "subject", where(i))];
+    correct += j.correct;
+    total += 1;
+    if (judged) judged->push_back(std::move(j));
+  }
+  // main_eval_only.py: each subject's acc = correct / n; a discipline's and the overall accuracy
+  // are calculate_ins_level_acc, sum(acc * n) / sum(n) in its dict's order (the same floating
+  // point sums); each printed as round(acc, 3), here in percent.
+  auto weighted = [&](const std::vector<std::string>& members, int64_t* count) {
+    double sum = 0;
+    int64_t n = 0;
+    for (const auto& subject : members)
+      if (auto it = subjects.find(subject); it != subjects.end()) {
+        const auto total = static_cast<double>(it->second.second);
+        sum += static_cast<double>(it->second.first) / total * total;
+        n += it->second.second;
+      }
+    if (count) *count = n;
+    return n > 0 ? sum / static_cast<double>(n) : 0.0;
+  };
+  auto percent = [](double acc) { return python_round(100.0 * python_round(acc, 3), 1); };
+  Json metrics = Json::object();
+  for (const auto& [discipline, members] : mmmu_disciplines()) {
+    int64_t n = 0;
+    const double acc = weighted(members, &n);
+    if (n > 0) metrics[discipline] = percent(acc);
+  }
+  for (const auto& [subject, ct] : subjects)
+    metrics[subject] = percent(static_cast<double>(ct.first) / static_cast<double>(ct.second));
+  int64_t all_total = 0;
+  metrics["overall"] = percent(weighted(mmmu_subjects(), &all_total));
+  metrics["questions"] = all_total;
+  return metrics;
 }
 
 }  // namespace retain

@@ -13,11 +13,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
+
+#include "core/json.h"
 
 namespace retain {
 
@@ -58,6 +61,20 @@ std::optional<double> python_float(const std::string& text);
 
 bool eval_multi_choice(const std::vector<std::string>& gold, const std::string& prediction);
 bool eval_open(const std::vector<std::string>& gold, const std::vector<OpenValue>& prediction);
+
+// A sweep cell's MMMU accuracy from its records in the official order, each {subject,
+// question_type, answers, response, and options for multiple choice}: the responses parsed as
+// main_parse_and_eval.py parses them (one PythonRandom(42) for the whole cell), judged as its
+// evaluate(), and reported as main_eval_only.py prints them: per subject, per discipline
+// ("Overall-<discipline>", the instance-weighted mean) and overall, each 100 * round(acc, 3);
+// `questions` counts them. `judged` (optional) receives each record's parsed prediction and
+// whether it is right.
+struct MmmuJudgement {
+  std::string parsed;  // the letter, or the open predictions joined by " | "
+  bool correct = false;
+};
+Json mmmu_metrics(const std::vector<Json>& records, const std::function<std::string(size_t)>& where,
+                  std::vector<MmmuJudgement>* judged = nullptr);
 
 // MMMU's 30 subjects by discipline (data_utils.py DOMAIN_CAT2SUB_CAT), for the table.
 const std::map<std::string, std::vector<std::string>>& mmmu_disciplines();

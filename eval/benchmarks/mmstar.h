@@ -1,0 +1,65 @@
+// `retain eval mmstar --data FILE`: MMStar (1,500 vision-indispensable multiple-choice questions,
+// 6 core capabilities x 3 axes) under eviction policies, on a vision-language model.
+//   data      the HF release's mmstar.parquet (index, question, image as struct<bytes, path>,
+//             answer, category, l2_category, ...), a directory holding it (or HF's converted
+//             val/*.parquet, test-*.parquet), or the JSONL layout (mmstar.jsonl: the same fields,
+//             image a path relative to the file)
+//   prompt    the image, then the question (which lists its options) and "\nAnswer with the
+//             option's letter from the given choices directly.", as MMStar's own VLMEvalKit
+//             build_prompt and lmms-eval write it, through the model's chat template
+//   scoring   MMStar's MMStar_eval: lowercased, stripped, newlines as spaces; right when the
+//             answer is the response's first character, or follows "(", "option " or
+//             "the answer is " at its start; accuracy per l2 category ("category(l2)"), per
+//             category and overall, each correct / count (the official code divides by 250 and
+//             1,500, the same on the full set)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "eval/sweep.h"
+#include "model/prompt.h"
+
+namespace retain {
+
+struct MmstarOptions {
+  ModelFlags model;
+  ChatFlags chat;
+  std::string data;
+  int64_t max_pixels = 0;  // 0: preprocessor_config.json's
+  int64_t max_new_tokens = 32;
+  std::vector<std::string> policies = {"full"};
+  std::vector<double> budgets;
+  std::string gates;
+  int64_t chunk = 512;
+  int64_t batch_size = 1;
+  int64_t limit = 0;
+  std::string out;
+};
+
+int run_mmstar_eval(const MmstarOptions& options);
+
+struct MmstarQuestion {
+  int64_t index = 0;
+  std::string question, answer, category, l2_category;
+  std::vector<uint8_t> image_bytes;  // or empty and read from image_file
+  fs::path image_file;
+  std::string where;
+};
+
+std::vector<MmstarQuestion> load_mmstar(const fs::path& data, int64_t limit = 0);
+
+// The text after the image.
+std::string mmstar_prompt_text(const MmstarQuestion& question);
+
+// MMStar_eval's judgement of one response.
+bool mmstar_correct(const std::string& response, const std::string& answer);
+
+// A cell's accuracy (percent, one decimal) from records {category, l2_category, answer,
+// response}: overall, per category, per "category(l2)".
+Json mmstar_metrics(const std::vector<Json>& records,
+                    const std::function<std::string(size_t)>& where);
+
+}  // namespace retain
