@@ -1,8 +1,11 @@
 #include "checkpoints/gate_file.h"
 
+#include <torch/serialize.h>
+
 #include <map>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/safetensors.h"
 
 namespace retain {
@@ -70,21 +73,74 @@ std::unique_ptr<GateBank> load_gate_file(const fs::path& path, const ModelConfig
   return gates;
 }
 
+namespace {
+
+// The tensors of an official release: a safetensors file, or the trimkv_weights.pth the
+// vision-language releases save with torch.save (a dict of name -> tensor, read with LibTorch's
+// unpickler).
+std::map<std::string, at::Tensor> read_official_tensors(const fs::path& path) {
+  std::map<std::string, at::Tensor> out;
+  const std::string w = path.string();
+  RETAIN_CHECK(fs::is_regular_file(path), w, ": no such file");
+  if (path.extension() != ".pth" && path.extension() != ".pt" && path.extension() != ".bin") {
+    auto file = SafetensorsFile::open(path);
+    for (const auto& name : file->names()) out.emplace(name, file->tensor(name));
+    return out;
+  }
+  const std::string bytes = read_text_file(path);
+  c10::IValue value;
+  try {
+    value = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+  } catch (const c10::Error& e) {
+    fail(w, ": not a torch.save'd file LibTorch can read (", e.what_without_backtrace(), ")");
+  }
+  RETAIN_CHECK(value.isGenericDict(), w, ": expected a dict of name -> tensor, found ",
+               value.tagKind());
+  for (const auto& item : value.toGenericDict()) {
+    RETAIN_CHECK(item.key().isString() && item.value().isTensor(), w,
+                 ": expected a dict of name -> tensor, found an entry of ", item.key().tagKind(),
+                 " -> ", item.value().tagKind());
+    out.emplace(item.key().toStringRef(), item.value().toTensor());
+  }
+  return out;
+}
+
+}  // namespace
+
 void import_official_gates(const fs::path& official, const fs::path& model_dir,
                            const fs::path& out) {
   ModelConfig model = ModelConfig::load(model_dir);
-  auto file = SafetensorsFile::open(official);
+  const std::map<std::string, at::Tensor> tensors = read_official_tensors(official);
   const std::string w = official.string();
-  auto name = [](int64_t l, const std::string& rest) {
-    return str_cat("model.layers.", l, ".self_attn.retention_gate.", rest);
+  // The layers' prefix: "model.layers." for text models; vision-language releases keep the
+  // language model's layers under "model.language_model.layers." (transformers 5's layout).
+  const std::string first = "0.self_attn.retention_gate.linear1.weight";
+  std::string prefix;
+  for (const auto& [key, tensor] : tensors)
+    if (key.size() > first.size() && key.ends_with(first) &&
+        key[key.size() - first.size() - 1] == '.') {
+      prefix = key.substr(0, key.size() - first.size());
+      break;
+    }
+  RETAIN_CHECK(!prefix.empty(), w, ": no '<prefix>.", first,
+               "' (not an official TrimKV/DBTrimKV gate file? expected names like "
+               "model.layers.0.self_attn.retention_gate.linear1.weight, or "
+               "model.language_model.layers.0... for a vision-language model)");
+  auto name = [&](int64_t l, const std::string& rest) {
+    return str_cat(prefix, l, ".self_attn.retention_gate.", rest);
   };
-  RETAIN_CHECK(file->contains(name(0, "linear1.weight")), w, ": no '", name(0, "linear1.weight"),
-               "' (not an official TrimKV/DBTrimKV gate file?)");
+  struct Lookup {
+    const std::map<std::string, at::Tensor>& t;
+    bool contains(const std::string& n) const { return t.count(n) > 0; }
+    at::Tensor tensor(const std::string& n) const { return t.at(n); }
+  };
+  const Lookup lookup{tensors};
+  const Lookup* file = &lookup;
   const bool mlp3 = file->contains(name(0, "linear3.weight"));
   const std::string out_layer = mlp3 ? "linear3" : "linear2";
   GateConfig config;
   config.arch = mlp3 ? "mlp3" : "mlp2";
-  config.width = file->info(name(0, "linear1.weight")).shape[0];
+  config.width = file->tensor(name(0, "linear1.weight")).size(0);
   // Tied when every layer carries the same projection and bias values.
   bool tied = true;
   for (int64_t l = 0; l < model.num_layers; ++l) {

@@ -6,9 +6,11 @@
 // (model config hash + vocab size), budget (M), capacity (local|global), recipe_sha256.
 //
 // `import_official_gates` maps the TrimKV/DBTrimKV release names
-// (model.layers.{l}.self_attn.retention_gate.linear{1,2,3}.* and ...retention_gate.bias) onto
-// ours, detecting mlp2/mlp3 from the tensors present and tying from whether the projection is
-// identical in every layer.
+// (model.layers.{l}.self_attn.retention_gate.linear{1,2,3}.* and ...retention_gate.bias; the
+// vision-language releases' model.language_model.layers.{l}...) onto ours, detecting mlp2/mlp3
+// from the tensors present and tying from whether the projection is identical in every layer.
+// It reads safetensors, or the trimkv_weights.pth (torch.save of the gates' state dict) the
+// official code saves for Qwen3-VL / Qwen2.5-VL.
 #pragma once
 
 #include <memory>

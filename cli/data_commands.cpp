@@ -103,6 +103,8 @@ void register_prep(CLI::App& app, Commands& commands) {
   cmd->add_option("--field", o->field, "jsonl field holding the text")->capture_default_str();
   cmd->add_option("--label-spans", o->label_spans,
                   "jsonl field of [begin, end] byte ranges: only their tokens are labels");
+  cmd->add_option("--chat-template", o->chat_template,
+                  "chat: the template family when the model dir has none (chatml | qwen2 | ...)");
   cmd->add_option("--shard-tokens", o->shard_tokens, "tokens per shard")
       ->check(kPositive)
       ->capture_default_str();

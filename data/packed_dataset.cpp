@@ -11,16 +11,48 @@ PackedDataset::PackedDataset(const std::vector<fs::path>& shards, int64_t seq_le
     : seq_len_(seq_len) {
   RETAIN_CHECK(seq_len > 1, "data: seq_len must be > 1, found ", seq_len);
   RETAIN_CHECK(!shards.empty(), "data: no shards");
+  bool images = false;
   for (size_t s = 0; s < shards.size(); ++s) {
     shards_.push_back(std::make_unique<ShardReader>(shards[s], tokenizer_sha256, vocab_size));
-    const auto& offsets = shards_.back()->doc_offsets();
+    const ShardReader& shard = *shards_.back();
+    if (shard.num_images() > 0) {
+      RETAIN_CHECK(!images || (shard.meta().image_token_id == image_token_id_ &&
+                               shard.meta().spatial_merge_size == spatial_merge_size_),
+                   shard.path(), ": image_token_id ", shard.meta().image_token_id,
+                   " / spatial_merge_size ", shard.meta().spatial_merge_size,
+                   " differ from the other shards' (", image_token_id_, " / ", spatial_merge_size_,
+                   ")");
+      images = true;
+      image_token_id_ = shard.meta().image_token_id;
+      spatial_merge_size_ = shard.meta().spatial_merge_size;
+    }
+    const auto& offsets = shard.doc_offsets();
     for (size_t d = 0; d + 1 < offsets.size(); ++d) {
-      docs_.push_back(
-          {static_cast<int64_t>(s), offsets[d], offsets[d + 1] - offsets[d], total_tokens_});
+      docs_.push_back({static_cast<int64_t>(s), offsets[d], offsets[d + 1] - offsets[d],
+                       total_tokens_, static_cast<int64_t>(d)});
       total_tokens_ += offsets[d + 1] - offsets[d];
     }
   }
-  num_sequences_ = (total_tokens_ + seq_len - 1) / seq_len;
+  if (!images) {
+    num_sequences_ = (total_tokens_ + seq_len - 1) / seq_len;
+    return;
+  }
+  // Whole documents, in order: a sequence ends where the next document does not fit.
+  for (size_t d = 0; d < docs_.size(); ++d) {
+    const DocRef& doc = docs_[d];
+    RETAIN_CHECK(doc.length <= seq_len, shards_[doc.shard]->path(), ": document ", doc.doc, " has ",
+                 doc.length, " tokens, more than data.seq_len ", seq_len,
+                 " (documents with images are packed whole: raise data.seq_len, or use smaller "
+                 "images)");
+    int64_t used = 0;
+    if (!rows_.empty())
+      for (size_t k = rows_.back().first; k < rows_.back().last; ++k) used += docs_[k].length;
+    if (rows_.empty() || used + doc.length > seq_len)
+      rows_.push_back({d, d + 1});
+    else
+      rows_.back().last = d + 1;
+  }
+  num_sequences_ = static_cast<int64_t>(rows_.size());
 }
 
 PackedBatch PackedDataset::batch(const std::vector<int64_t>& indices) const {
@@ -35,6 +67,10 @@ PackedBatch PackedDataset::batch(const std::vector<int64_t>& indices) const {
   for (int64_t row = 0; row < b; ++row) {
     const int64_t index = indices[static_cast<size_t>(row)];
     RETAIN_CHECK(index >= 0 && index < num_sequences_, "data: sequence ", index, " out of range");
+    if (whole_documents()) {
+      whole_document_row(index, row, out);
+      continue;
+    }
     const int64_t start = index * seq_len_, stop = std::min(start + seq_len_, total_tokens_);
     // The first document overlapping [start, stop).
     auto it =
@@ -60,6 +96,34 @@ PackedBatch PackedDataset::batch(const std::vector<int64_t>& indices) const {
     }
   }
   return out;
+}
+
+void PackedDataset::whole_document_row(int64_t index, int64_t row, PackedBatch& out) const {
+  out.image_token_id = image_token_id_;
+  out.spatial_merge_size = spatial_merge_size_;
+  const Row& r = rows_[static_cast<size_t>(index)];
+  std::vector<int32_t> tokens;
+  std::vector<uint8_t> mask;
+  int64_t col = 0;
+  for (size_t d = r.first; d < r.last; ++d) {
+    const DocRef& doc = docs_[d];
+    const ShardReader& shard = *shards_[doc.shard];
+    const int64_t n = doc.length;
+    tokens.resize(static_cast<size_t>(n));
+    mask.resize(static_cast<size_t>(n));
+    shard.read(doc.begin, n, tokens.data(), mask.data());
+    out.ids[row].narrow(0, col, n).copy_(at::from_blob(tokens.data(), {n}, at::kInt).to(at::kLong));
+    out.loss_mask[row].narrow(0, col, n).copy_(
+        at::from_blob(mask.data(), {n}, at::kByte).to(at::kBool));
+    out.positions[row].narrow(0, col, n).copy_(at::arange(n, at::kLong));
+    out.segments[row].narrow(0, col, n).fill_(static_cast<int64_t>(d - r.first));
+    int64_t k = 0;
+    for (auto& image :
+         shard.num_images() > 0 ? shard.doc_images(doc.doc) : std::vector<ShardImage>{})
+      out.images.push_back({row, col, std::move(image),
+                            str_cat(shard.path(), " document ", doc.doc, " image ", k++)});
+    col += n;
+  }
 }
 
 Sampler::Sampler(int64_t size, uint64_t seed, bool shuffle)

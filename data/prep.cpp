@@ -2,7 +2,10 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <optional>
 
+#include "core/base64.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "core/log.h"
@@ -10,15 +13,26 @@
 #include "data/answer_spans.h"
 #include "data/shards.h"
 #include "model/chat_template.h"
+#include "model/model_config.h"
 #include "model/tokenizer.h"
+#include "model/vision/image_io.h"
+#include "model/vision/image_processor.h"
+#include "model/vision/multimodal_prompt.h"
+#include "model/vision/vision_config.h"
 
 namespace retain {
 
 namespace {
 
+struct DocImage {
+  std::vector<uint8_t> bytes;
+  ImageGrid grid;
+};
+
 struct Document {
   std::vector<int64_t> ids;
   std::vector<uint8_t> mask;  // empty: all labels count
+  std::vector<DocImage> images;
 };
 
 class ShardSink {
@@ -30,6 +44,15 @@ class ShardSink {
         with_mask_(with_mask) {}
 
   void add(const Document& doc) {
+    for (const auto& image : doc.images) {
+      current_.image_bytes.insert(current_.image_bytes.end(), image.bytes.begin(),
+                                  image.bytes.end());
+      current_.image_offsets.push_back(static_cast<int64_t>(current_.image_bytes.size()));
+      current_.image_grids.insert(current_.image_grids.end(),
+                                  {image.grid.t, image.grid.h, image.grid.w});
+      current_.image_docs.push_back(static_cast<int64_t>(current_.doc_offsets.size()) - 1);
+      summary_.images += 1;
+    }
     for (size_t i = 0; i < doc.ids.size(); ++i) {
       current_.tokens.push_back(static_cast<int32_t>(doc.ids[i]));
       if (with_mask_) current_.loss_mask.push_back(doc.mask.empty() ? 1 : doc.mask[i]);
@@ -48,6 +71,11 @@ class ShardSink {
     current_ = ShardContents();
   }
   const PrepSummary& summary() const { return summary_; }
+  // The vision-language model's placeholder id and merge size, once a document has an image.
+  void set_image_meta(int64_t image_token_id, int64_t merge) {
+    meta_.image_token_id = image_token_id;
+    meta_.spatial_merge_size = merge;
+  }
 
  private:
   fs::path dir_;
@@ -70,17 +98,95 @@ bool end_with_eos(Document& doc, const Tokenizer& tokenizer, bool masked) {
   return true;
 }
 
+// What chat documents with images need: the model's placeholder id, merge size and image
+// preprocessing (read from the model directory when the first image comes).
+struct VisionPrep {
+  int64_t image_token_id = -1, merge = 0, patch = 0;
+  ImageProcessorConfig processor;
+};
+
+// An image item's bytes: a path (relative to the JSONL file's directory) or a data: URI with
+// base64 content.
+std::vector<uint8_t> image_item_bytes(const std::string& value, const fs::path& base,
+                                      const std::string& where) {
+  if (value.starts_with("data:")) {
+    const size_t comma = value.find(',');
+    RETAIN_CHECK(comma != std::string::npos && value.substr(0, comma).ends_with(";base64"), where,
+                 ": an inline image must be a data:<type>;base64,<data> URI");
+    std::string error;
+    auto bytes = decode_base64(std::string_view(value).substr(comma + 1), &error);
+    RETAIN_CHECK(bytes.has_value(), where, ": the inline image's base64 is invalid (", error, ")");
+    return std::move(*bytes);
+  }
+  const fs::path path = fs::path(value).is_absolute() ? fs::path(value) : base / value;
+  RETAIN_CHECK(fs::is_regular_file(path), where, ": image ", path.string(), " does not exist");
+  const std::string text = read_text_file(path);
+  return {text.begin(), text.end()};
+}
+
+// A message's content: a string, or a list of {"type": "text", "text"} and {"type": "image",
+// "image": path | data URI} items (transformers' chat format), the images written as Qwen's
+// vision block in place.
+std::string message_content(const Json& content, const fs::path& base, const std::string& where,
+                            std::vector<std::vector<uint8_t>>& images) {
+  if (content.is_string()) return content.get<std::string>();
+  RETAIN_CHECK(content.is_array(), where,
+               ": a message's content must be a string or a list of text and image items");
+  std::string text;
+  for (const auto& item : content) {
+    const std::string type = json_get<std::string>(item, "type", where);
+    if (type == "text") {
+      text += json_get<std::string>(item, "text", where);
+    } else if (type == "image") {
+      images.push_back(image_item_bytes(json_get<std::string>(item, "image", where), base, where));
+      text += kQwenImageBlock;
+    } else {
+      fail(where, ": content item of type '", type, "' (expected text or image)");
+    }
+  }
+  return text;
+}
+
+// Each placeholder of `doc` becomes its image's merged-patch count of placeholders (labels as
+// the placeholder's: none in a user turn).
+void expand_images(Document& doc, const VisionPrep& v, const std::string& where) {
+  std::vector<int64_t> ids;
+  std::vector<uint8_t> mask;
+  size_t image = 0;
+  for (size_t i = 0; i < doc.ids.size(); ++i) {
+    const int64_t copies =
+        doc.ids[i] == v.image_token_id
+            ? (image < doc.images.size() ? doc.images[image].grid.tokens(v.merge) : int64_t{1})
+            : int64_t{1};
+    if (doc.ids[i] == v.image_token_id) ++image;
+    ids.insert(ids.end(), static_cast<size_t>(copies), doc.ids[i]);
+    mask.insert(mask.end(), static_cast<size_t>(copies), doc.mask[i]);
+  }
+  RETAIN_CHECK(image == doc.images.size(), where, ": ", doc.images.size(), " image item(s) but ",
+               image,
+               " image placeholder(s) in the rendered conversation (a literal <|image_pad|> in "
+               "the text?)");
+  doc.ids = std::move(ids);
+  doc.mask = std::move(mask);
+}
+
 // Chat messages -> ids with an assistant-only mask. Each assistant turn's tokens are found by
 // rendering the conversation up to the turn (with the generation prompt) and through the turn;
-// the templates put special tokens at turn boundaries, so the prefixes tokenize stably.
+// the templates put special tokens at turn boundaries, so the prefixes tokenize stably. Images
+// are rendered as one placeholder each (which tokenizes stably too), then expanded.
 Document chat_document(const Json& line, const ChatTemplate& tmpl, const Tokenizer& tokenizer,
-                       const std::string& where) {
+                       const std::string& where, const fs::path& base,
+                       const std::function<const VisionPrep&()>& vision) {
   RETAIN_CHECK(line.contains("messages") && line["messages"].is_array(), where,
                ": expected {\"messages\": [...]}");
   std::vector<ChatMessage> messages;
-  for (const auto& m : line["messages"])
-    messages.push_back(
-        {json_get<std::string>(m, "role", where), json_get<std::string>(m, "content", where)});
+  std::vector<std::vector<uint8_t>> images;
+  for (const auto& m : line["messages"]) {
+    RETAIN_CHECK(m.is_object() && m.contains("content"), where,
+                 ": every message needs a role and a content");
+    messages.push_back({json_get<std::string>(m, "role", where),
+                        message_content(m["content"], base, where, images)});
+  }
   RETAIN_CHECK(!messages.empty(), where, ": empty conversation");
   ChatOptions closed;
   closed.add_generation_prompt = false;
@@ -98,6 +204,18 @@ Document chat_document(const Json& line, const ChatTemplate& tmpl, const Tokeniz
   if (tokenizer.eos_id() && (doc.ids.empty() || doc.ids.back() != *tokenizer.eos_id())) {
     doc.ids.push_back(*tokenizer.eos_id());
     doc.mask.push_back(1);
+  }
+  if (!images.empty()) {
+    const VisionPrep& v = vision();
+    for (size_t k = 0; k < images.size(); ++k) {
+      const std::string image_where = str_cat(where, " image ", k);
+      const at::Tensor rgb = decode_image_rgb(images[k], image_where);
+      // The grid the processor makes (transformers' smart_resize; one frame).
+      const auto [height, width] = smart_resize(rgb.size(0), rgb.size(1), v.patch * v.merge,
+                                                v.processor.min_pixels, v.processor.max_pixels);
+      doc.images.push_back({std::move(images[k]), ImageGrid{1, height / v.patch, width / v.patch}});
+    }
+    expand_images(doc, v, where);
   }
   return doc;
 }
@@ -131,8 +249,28 @@ PrepSummary run_prep(const PrepOptions& o) {
     RETAIN_CHECK(fs::is_regular_file(in), "prep: input ", in, " does not exist");
 
   auto tokenizer = load_tokenizer(o.tokenizer_dir);
+  std::optional<VisionPrep> vision_prep;
+  std::function<void(const VisionPrep&)> on_vision;  // set once the sink exists
+  auto vision = [&]() -> const VisionPrep& {
+    if (!vision_prep) {
+      const ModelConfig config = ModelConfig::load(o.tokenizer_dir);
+      RETAIN_CHECK(config.multimodal != nullptr, "prep: the conversations hold images but ",
+                   o.tokenizer_dir, " is a text-only ", config.model_type,
+                   " model (give --tokenizer the vision-language model's directory)");
+      VisionPrep v;
+      v.image_token_id = config.multimodal->image_token_id;
+      v.merge = config.multimodal->vision.spatial_merge_size;
+      v.processor = ImageProcessorConfig::load(o.tokenizer_dir);
+      v.patch = v.processor.patch_size;
+      vision_prep = v;
+      on_vision(*vision_prep);
+    }
+    return *vision_prep;
+  };
   std::optional<ChatTemplate> tmpl;
-  if (o.format == "chat") tmpl = load_chat_template(o.tokenizer_dir);
+  RETAIN_CHECK(o.chat_template.empty() || o.format == "chat",
+               "prep: --chat-template needs --format chat");
+  if (o.format == "chat") tmpl = load_chat_template(o.tokenizer_dir, o.chat_template);
   ShardMeta meta{tokenizer_sha256(o.tokenizer_dir), tokenizer->vocab_size(), kShardFormatVersion};
 
   fs::path tmp = out;
@@ -146,6 +284,7 @@ PrepSummary run_prep(const PrepOptions& o) {
     RETAIN_CHECK(o.label_spans.empty() || o.format == "jsonl",
                  "prep: --label-spans needs --format jsonl");
     ShardSink sink(tmp, meta, o.shard_tokens, o.format == "chat" || !o.label_spans.empty());
+    on_vision = [&](const VisionPrep& v) { sink.set_image_meta(v.image_token_id, v.merge); };
     auto plain_document = [&](const std::string& text) {
       Document d{tokenizer->encode_with_special_tokens(text), {}};
       end_with_eos(d, *tokenizer, /*masked=*/false);
@@ -180,7 +319,7 @@ PrepSummary run_prep(const PrepOptions& o) {
                                     where, o.label_spans));
           }
         } else {
-          sink.add(chat_document(j, *tmpl, *tokenizer, where));
+          sink.add(chat_document(j, *tmpl, *tokenizer, where, fs::path(in).parent_path(), vision));
         }
       }
     }
@@ -191,15 +330,17 @@ PrepSummary run_prep(const PrepOptions& o) {
     write_json_file_atomic(tmp / "prep.json", {{"tokenizer", o.tokenizer_dir},
                                                {"tokenizer_sha256", meta.tokenizer_sha256},
                                                {"format", o.format},
+                                               {"chat_template", o.chat_template},
                                                {"label_spans", o.label_spans},
                                                {"inputs", o.inputs},
                                                {"docs", summary.docs},
+                                               {"images", summary.images},
                                                {"tokens", summary.tokens},
                                                {"shards", summary.shards}});
     if (fs::exists(out)) fs::remove(out);
     fs::rename(tmp, out);
-    log_info("prep: ", summary.docs, " docs, ", summary.tokens, " tokens, ", summary.shards,
-             " shards -> ", out.string());
+    log_info("prep: ", summary.docs, " docs, ", summary.tokens, " tokens, ", summary.images,
+             " images, ", summary.shards, " shards -> ", out.string());
     return summary;
   } catch (...) {
     std::error_code ignored;

@@ -3,7 +3,11 @@
 //   jsonl: one JSON object per line, the document is the string at --field; with --label-spans
 //          only the tokens inside the listed byte ranges get a label
 //   chat:  one {"messages": [{"role", "content"}, ...]} per line, rendered with the model's chat
-//          template; only assistant tokens get a label (loss_mask)
+//          template; only assistant tokens get a label (loss_mask). A content may be a list of
+//          {"type": "text", "text"} and {"type": "image", "image": PATH | data:...;base64,...}
+//          items (a path relative to the JSONL file): with a vision-language model's directory
+//          as --tokenizer, each image is stored whole in the shard with its patch grid and its
+//          placeholder repeated once per merged patch (data/shards.h)
 // Every document is BOS (when the tokenizer adds one) + tokens + EOS. Output goes to a temp
 // directory renamed into place at the end, so a failed run leaves nothing behind.
 #pragma once
@@ -23,12 +27,13 @@ struct PrepOptions {
   // jsonl: a field holding [[begin, end], ...] byte ranges of the text; only tokens inside them
   // are labels (loss_mask), e.g. the answers of `retain synth`'s corpus. Empty: every token.
   std::string label_spans;
+  std::string chat_template;  // chat: a template family overriding (or standing in for) the dir's
   int64_t shard_tokens = int64_t{1} << 24;
   int64_t max_docs = 0;  // 0: all
 };
 
 struct PrepSummary {
-  int64_t docs = 0, tokens = 0, shards = 0;
+  int64_t docs = 0, tokens = 0, shards = 0, images = 0;
 };
 
 PrepSummary run_prep(const PrepOptions& options);

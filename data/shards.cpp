@@ -170,6 +170,13 @@ void write_shard(const fs::path& path, const ShardContents& c, const ShardMeta& 
                where, ": doc_offsets must run from 0 to the token count");
   RETAIN_CHECK(c.loss_mask.empty() || c.loss_mask.size() == c.tokens.size(), where,
                ": loss_mask length mismatch");
+  const bool images = c.images() > 0;
+  RETAIN_CHECK(c.image_offsets.size() == c.image_docs.size() + 1 &&
+                   c.image_grids.size() == 3 * c.image_docs.size() &&
+                   c.image_offsets.back() == static_cast<int64_t>(c.image_bytes.size()),
+               where, ": image datasets of inconsistent lengths");
+  RETAIN_CHECK(!images || (meta.image_token_id >= 0 && meta.spatial_merge_size > 0), where,
+               ": a shard with images needs image_token_id and spatial_merge_size");
   write_file_atomic(path, [&](const fs::path& tmp) {
     Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
     RETAIN_CHECK(file.ok(), tmp.string(), ": cannot create HDF5 file");
@@ -179,9 +186,24 @@ void write_shard(const fs::path& path, const ShardContents& c, const ShardMeta& 
     if (!c.loss_mask.empty())
       write_dataset(file.get(), "loss_mask", H5T_NATIVE_UINT8, c.loss_mask.data(),
                     c.loss_mask.size(), where);
+    if (images) {
+      write_dataset(file.get(), "image_bytes", H5T_NATIVE_UINT8, c.image_bytes.data(),
+                    c.image_bytes.size(), where);
+      write_dataset(file.get(), "image_offsets", H5T_NATIVE_INT64, c.image_offsets.data(),
+                    c.image_offsets.size(), where);
+      write_dataset(file.get(), "image_grids", H5T_NATIVE_INT64, c.image_grids.data(),
+                    c.image_grids.size(), where);
+      write_dataset(file.get(), "image_docs", H5T_NATIVE_INT64, c.image_docs.data(),
+                    c.image_docs.size(), where);
+      write_int_attribute(file.get(), "image_token_id", meta.image_token_id, where);
+      write_int_attribute(file.get(), "spatial_merge_size", meta.spatial_merge_size, where);
+    }
     write_string_attribute(file.get(), "tokenizer_sha256", meta.tokenizer_sha256, where);
     write_int_attribute(file.get(), "vocab_size", meta.vocab_size, where);
-    write_int_attribute(file.get(), "format_version", meta.format_version, where);
+    // An older build that knows no images refuses version 2 instead of training on the
+    // placeholders as text.
+    write_int_attribute(file.get(), "format_version",
+                        images ? kImageShardFormatVersion : meta.format_version, where);
     RETAIN_CHECK(H5Fflush(file.get(), H5F_SCOPE_GLOBAL) >= 0, where, ": flush failed");
   });
   write_text_file_atomic(shard_checksum_path(path), sha256_file_hex(path) + "\n");
@@ -209,9 +231,11 @@ ShardReader::ShardReader(const fs::path& path, const std::string& expect_sha, in
   RETAIN_CHECK(file_ >= 0, path_, ": cannot open as HDF5 (corrupt or truncated?)");
   try {
     meta_.format_version = read_int_attribute(file_, "format_version", path_);
-    RETAIN_CHECK(meta_.format_version == kShardFormatVersion, path_, ": format_version ",
-                 meta_.format_version, " is not supported (this build reads version ",
-                 kShardFormatVersion, ")");
+    RETAIN_CHECK(meta_.format_version == kShardFormatVersion ||
+                     meta_.format_version == kImageShardFormatVersion,
+                 path_, ": format_version ", meta_.format_version,
+                 " is not supported (this build reads versions ", kShardFormatVersion, " and ",
+                 kImageShardFormatVersion, ")");
     meta_.tokenizer_sha256 = read_string_attribute(file_, "tokenizer_sha256", path_);
     meta_.vocab_size = read_int_attribute(file_, "vocab_size", path_);
     RETAIN_CHECK(expect_sha.empty() || meta_.tokenizer_sha256 == expect_sha, path_,
@@ -245,10 +269,77 @@ ShardReader::ShardReader(const fs::path& path, const std::string& expect_sha, in
                    " tokens");
       has_mask_ = true;
     }
+    if (meta_.format_version == kImageShardFormatVersion) read_image_index();
   } catch (...) {
     H5Fclose(file_);
     throw;
   }
+}
+
+void ShardReader::read_image_index() {
+  meta_.image_token_id = read_int_attribute(file_, "image_token_id", path_);
+  meta_.spatial_merge_size = read_int_attribute(file_, "spatial_merge_size", path_);
+  RETAIN_CHECK(meta_.image_token_id >= 0 && meta_.image_token_id < meta_.vocab_size &&
+                   meta_.spatial_merge_size > 0,
+               path_, ": image_token_id ", meta_.image_token_id, " / spatial_merge_size ",
+               meta_.spatial_merge_size, " out of range");
+  auto read_all = [&](const char* name, std::vector<int64_t>& out) {
+    hid_t set = -1;
+    const int64_t n = open_1d(file_, name, H5T_INTEGER, 8, true, path_, &set);
+    Handle handle(set, H5Dclose);
+    out.resize(static_cast<size_t>(n));
+    read_range(set, H5T_NATIVE_INT64, 0, n, out.data(), path_, name);
+  };
+  read_all("image_offsets", image_offsets_);
+  read_all("image_grids", image_grids_);
+  read_all("image_docs", image_docs_);
+  hid_t bytes = -1;
+  const int64_t n_bytes = open_1d(file_, "image_bytes", H5T_INTEGER, 1, false, path_, &bytes);
+  Handle bytes_handle(bytes, H5Dclose);
+  const auto images = static_cast<int64_t>(image_docs_.size());
+  RETAIN_CHECK(images > 0 && static_cast<int64_t>(image_offsets_.size()) == images + 1 &&
+                   static_cast<int64_t>(image_grids_.size()) == 3 * images,
+               path_, ": image_offsets (", image_offsets_.size(), "), image_grids (",
+               image_grids_.size(), ") and image_docs (", images,
+               ") must hold images + 1, 3 x images and images entries");
+  RETAIN_CHECK(image_offsets_.front() == 0 && image_offsets_.back() == n_bytes, path_,
+               ": image_offsets must run from 0 to ", n_bytes, " (the image bytes)");
+  for (int64_t i = 0; i < images; ++i) {
+    const auto k = static_cast<size_t>(i);
+    RETAIN_CHECK(image_offsets_[k + 1] > image_offsets_[k], path_, ": image ", i, " is empty");
+    const int64_t t = image_grids_[3 * k], h = image_grids_[3 * k + 1], w = image_grids_[3 * k + 2];
+    RETAIN_CHECK(t >= 1 && h > 0 && w > 0 && h % meta_.spatial_merge_size == 0 &&
+                     w % meta_.spatial_merge_size == 0,
+                 path_, ": image ", i, "'s grid ", t, "x", h, "x", w,
+                 " is not positive or not a multiple of spatial_merge_size ",
+                 meta_.spatial_merge_size);
+    RETAIN_CHECK(image_docs_[k] >= 0 && image_docs_[k] < num_docs() &&
+                     (k == 0 || image_docs_[k] >= image_docs_[k - 1]),
+                 path_, ": image ", i, "'s document ", image_docs_[k],
+                 " is out of range or out of order");
+  }
+}
+
+std::vector<ShardImage> ShardReader::doc_images(int64_t doc) const {
+  std::vector<ShardImage> out;
+  auto first = std::lower_bound(image_docs_.begin(), image_docs_.end(), doc);
+  Handle set(first != image_docs_.end() && *first == doc
+                 ? H5Dopen2(file_, "image_bytes", H5P_DEFAULT)
+                 : -1,
+             H5Dclose);
+  for (auto it = first; it != image_docs_.end() && *it == doc; ++it) {
+    const auto k = static_cast<size_t>(it - image_docs_.begin());
+    ShardImage image;
+    image.doc = doc;
+    image.t = image_grids_[3 * k];
+    image.h = image_grids_[3 * k + 1];
+    image.w = image_grids_[3 * k + 2];
+    image.bytes.resize(static_cast<size_t>(image_offsets_[k + 1] - image_offsets_[k]));
+    read_range(set.get(), H5T_NATIVE_UINT8, image_offsets_[k],
+               static_cast<int64_t>(image.bytes.size()), image.bytes.data(), path_, "image_bytes");
+    out.push_back(std::move(image));
+  }
+  return out;
 }
 
 ShardReader::~ShardReader() {

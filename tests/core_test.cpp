@@ -1,5 +1,6 @@
 // core/: YAML config with overrides, JSON errors, UTF-8 validation, progress rendering, atomic
 // writes.
+#include "core/base64.h"
 #include "core/config.h"
 #include "core/json.h"
 #include "core/progress.h"
@@ -53,6 +54,32 @@ TEST(Json, ErrorsNameFileAndKey) {
   EXPECT_ERROR_CONTAINS(json_get<int>(j, "m", "cfg.json"), "required key 'm' is missing");
   EXPECT_FALSE(json_get_optional<int>(j, "m", "cfg.json").has_value());
   EXPECT_ERROR_CONTAINS(read_json_file(dir / "absent.json"), "absent.json: cannot open");
+}
+
+TEST(Base64, Rfc4648VectorsAndStrictErrors) {
+  // RFC 4648 section 10.
+  const std::pair<const char*, const char*> vectors[] = {{"", ""},
+                                                         {"f", "Zg=="},
+                                                         {"fo", "Zm8="},
+                                                         {"foo", "Zm9v"},
+                                                         {"foob", "Zm9vYg=="},
+                                                         {"fooba", "Zm9vYmE="},
+                                                         {"foobar", "Zm9vYmFy"}};
+  for (const auto& [plain, encoded] : vectors) {
+    auto bytes = decode_base64(encoded);
+    ASSERT_TRUE(bytes.has_value()) << encoded;
+    EXPECT_EQ(std::string(bytes->begin(), bytes->end()), plain);
+  }
+  auto binary = decode_base64("/+8A");
+  ASSERT_TRUE(binary.has_value());
+  EXPECT_EQ(*binary, (std::vector<uint8_t>{0xff, 0xef, 0x00}));
+  std::string error;
+  EXPECT_FALSE(decode_base64("Zm9", &error));
+  EXPECT_NE(error.find("not a multiple of 4"), std::string::npos);
+  EXPECT_FALSE(decode_base64("Zm=v", &error));
+  EXPECT_NE(error.find("character 2"), std::string::npos);
+  EXPECT_FALSE(decode_base64("Zm9v Zg==", &error));
+  EXPECT_FALSE(decode_base64("Zm-v", &error));
 }
 
 TEST(Utf8, Validation) {

@@ -2,6 +2,8 @@
 // files round-trip, the official TrimKV names import, and bad input fails clearly.
 #include <fstream>
 
+#include <torch/serialize.h>
+
 #include "checkpoints/export.h"
 #include "checkpoints/gate_file.h"
 #include "checkpoints/scorer_file.h"
@@ -251,16 +253,38 @@ TEST(Trainer, OfficialGateNamesImport) {
       }
     }
     official.write(dir / "official.safetensors");
-    import_official_gates(dir / "official.safetensors", dir / "model",
-                          dir / "imported.safetensors");
-    GateFileInfo info;
-    auto imported = load_gate_file(dir / "imported.safetensors", config, at::kCPU, &info);
-    EXPECT_EQ(info.config.arch, gc.arch);
-    EXPECT_EQ(info.config.tie_projection, gc.tie_projection);
-    auto x = at::randn({1, 5, config.hidden_size});
-    EXPECT_LE((imported->log_beta(1, x) - bank.log_beta(1, x)).abs().max().item<double>(),
-              1e-2);  // bf16 rounding
+    // The vision-language releases: a torch.save'd dict (trimkv_weights.pth) with the language
+    // model's layers under model.language_model.layers.{l}.
+    c10::Dict<std::string, at::Tensor> pth;
+    for (int64_t l = 0; l < config.num_layers; ++l)
+      for (const auto& [name, t] : bank.named_parameters()) {
+        const std::string own = str_cat("layers.", l, ".gate.");
+        const std::string local = name.rfind(own, 0) == 0            ? name.substr(own.size())
+                                  : name.rfind("tied.gate.", 0) == 0 ? name.substr(10)
+                                                                     : "";
+        if (!local.empty())
+          pth.insert(
+              str_cat("model.language_model.layers.", l, ".self_attn.retention_gate.", local),
+              t.detach().clone());
+      }
+    const std::vector<char> bytes = torch::pickle_save(c10::IValue(pth));
+    write_text_file_atomic(dir / "trimkv_weights.pth", std::string(bytes.begin(), bytes.end()));
+    for (const char* file : {"official.safetensors", "trimkv_weights.pth"}) {
+      import_official_gates(dir / file, dir / "model", dir / "imported.safetensors");
+      GateFileInfo info;
+      auto imported = load_gate_file(dir / "imported.safetensors", config, at::kCPU, &info);
+      EXPECT_EQ(info.config.arch, gc.arch) << file;
+      EXPECT_EQ(info.config.tie_projection, gc.tie_projection) << file;
+      auto x = at::randn({1, 5, config.hidden_size});
+      EXPECT_LE((imported->log_beta(1, x) - bank.log_beta(1, x)).abs().max().item<double>(),
+                1e-2)
+          << file;  // bf16 rounding (the .pth is exact)
+    }
   }
+  write_text_file_atomic(dir / "junk.pth", "not a zip");
+  EXPECT_ERROR_CONTAINS(
+      import_official_gates(dir / "junk.pth", dir / "model", dir / "x.safetensors"),
+      "junk.pth: not a torch.save'd file");
   SafetensorsWriter junk;
   junk.add("something.else", at::ones({1}));
   junk.write(dir / "junk.safetensors");

@@ -2,11 +2,16 @@
 # Vision-language benchmarks end to end on tiny random VLMs: `eval mmmu` on MMMU's parquet
 # release layout and on the JSONL layout, `eval mmstar`, resume, `eval score` reproducing the
 # sweep's scores from predictions.jsonl alone, and bad input refused with a message naming it.
-# Usage: vlm_eval_test.sh RETAIN WORKDIR FIXTURES
+# Then gates on the VLM: `prep --format chat` with images (paths and an inline data: URI), a few
+# training steps (the vision tower frozen, 3-D rotary positions per document), export, and
+# `eval mmmu` with the trained dbtrimkv gates; and the official Qwen3-VL gate names (a
+# torch.save'd trimkv_weights.pth) through import-gates.
+# Usage: vlm_eval_test.sh RETAIN WORKDIR FIXTURES PYTHON
 set -uo pipefail
 retain="$1"
 work="$2"
 fixtures="$3"
+python="$4"
 rm -rf "$work" && mkdir -p "$work"
 failures=0
 mmmu="$fixtures/mmmu"
@@ -57,7 +62,9 @@ PY
 }
 
 vl="$work/qwen3-vl"
+text_model="$work/qwen3"
 check init-model "$retain" init-model --arch qwen3_vl --preset tiny --seed 5 --out "$vl"
+check init-text-model "$retain" init-model --arch qwen3 --preset tiny --out "$text_model"
 check mmmu-release "$retain" eval mmmu --model "$vl" --data "$mmmu/release" \
   --policy full,snapkv,streaming --budget 0.5 --max-new-tokens 6 --batch-size 2 --out "$work/mmmu"
 grep -q "Art and Design" "$work/out.txt" || { echo "FAIL mmmu-release: no table"; failures=$((failures + 1)); }
@@ -75,8 +82,70 @@ check mmstar "$retain" eval mmstar --model "$vl" --data "$fixtures/mmstar/mmstar
 grep -q "coarse perception" "$work/out.txt" || { echo "FAIL mmstar: no table"; failures=$((failures + 1)); }
 check_run mmstar "$work/mmstar" mmstar 6
 
-text_model="$work/qwen3"
-check init-text-model "$retain" init-model --arch qwen3 --preset tiny --out "$text_model"
+# Gates on the VLM: conversations with images -> shards -> training -> export -> eval.
+"$python" - "$work" "$mmmu/jsonl/images" <<'PY' || { echo "FAIL conversations"; failures=$((failures + 1)); }
+import base64, json, os, random, sys
+work, images = sys.argv[1], sys.argv[2]
+files = sorted(os.listdir(images))
+r = random.Random(0)
+words = "the cat dog tree red blue one two three image shows a of and".split()
+with open(os.path.join(work, "conversations.jsonl"), "w") as f:
+    for i in range(12):
+        pick = [os.path.join(images, files[(i + k) % len(files)]) for k in range(1 + i % 2)]
+        content = [{"type": "image", "image": p} for p in pick]
+        if i == 3:  # inline bytes
+            with open(pick[0], "rb") as img:
+                mime = "jpeg" if pick[0].endswith(".jpg") else "png"
+                content[0]["image"] = f"data:image/{mime};base64," + base64.b64encode(img.read()).decode()
+        content.append({"type": "text", "text": " ".join(r.choice(words) for _ in range(8)) + "?"})
+        answer = " ".join(r.choice(words) for _ in range(r.randint(5, 20)))
+        f.write(json.dumps({"messages": [{"role": "user", "content": content},
+                                         {"role": "assistant", "content": answer}]}) + "\n")
+    f.write(json.dumps({"messages": [{"role": "user", "content": "text only"},
+                                     {"role": "assistant", "content": "fine"}]}) + "\n")
+PY
+check vlm-prep "$retain" prep --tokenizer "$vl" --format chat --chat-template qwen2 --input "$work/conversations.jsonl" --out "$work/vlm-shards"
+grep -q '"images": 18' "$work/vlm-shards/prep.json" || { echo "FAIL vlm-prep: $(cat "$work/vlm-shards/prep.json")"; failures=$((failures + 1)); }
+printf '%s\n' "run: {dir: $work/vlm-run, seed: 0}" "model: {path: $vl}" \
+  "gates: {arch: mlp3, width: 16, tie_projection: true, bias_init: 3.0}" \
+  "loss: {base: [fwkl, ntp], capacity: global, memory: 8, logit_block_size: 64}" \
+  "data: {shards: $work/vlm-shards, seq_len: 1024}" "optim: {lr: 5.0e-3, warmup_steps: 1}" \
+  "train: {steps: 3, batch_size: 2}" "checkpoint: {every: 3}" > "$work/vlm-recipe.yaml"
+check vlm-train "$retain" train "$work/vlm-recipe.yaml"
+check vlm-export "$retain" export "$work/vlm-run/step-3" --out "$work/vlm-gates.safetensors"
+check mmmu-trained-gates "$retain" eval mmmu --model "$vl" --data "$mmmu/release" --subjects Art_Theory \
+  --policy "full,snapkv,dbtrimkv:gates=$work/vlm-gates.safetensors" --budget 0.5 --max-new-tokens 4 \
+  --out "$work/mmmu-gates"
+check_run mmmu-trained-gates "$work/mmmu-gates" mmmu 9
+check_error vlm-seq-too-short "more than data.seq_len 16" \
+  "$retain" train "$work/vlm-recipe.yaml" data.seq_len=16 run.dir="$work/vlm-run2"
+check_error vlm-shards-other-model "was tokenized with a different tokenizer" \
+  "$retain" train "$work/vlm-recipe.yaml" model.path="$text_model" run.dir="$work/vlm-run3"
+
+# The official Qwen3-VL release layout: torch.save'd gates under model.language_model.layers.
+"$python" - "$work/vlm-gates.safetensors" "$work/trimkv_weights.pth" <<'PY' || { echo "FAIL official .pth"; failures=$((failures + 1)); }
+import sys, torch
+from safetensors.torch import load_file
+ours = load_file(sys.argv[1])
+layers = sorted({int(k.split(".")[1]) for k in ours if k.startswith("layers.")})
+out = {}
+for l in layers:
+    for k, v in ours.items():
+        own = f"layers.{l}.gate."
+        local = k[len(own):] if k.startswith(own) else k[len("tied.gate."):] if k.startswith("tied.gate.") else None
+        if local:
+            out[f"model.language_model.layers.{l}.self_attn.retention_gate.{local}"] = v.clone()
+torch.save(out, sys.argv[2])
+PY
+check import-gates-pth "$retain" import-gates "$work/trimkv_weights.pth" --model "$vl" --out "$work/imported.safetensors"
+check mmmu-imported-gates "$retain" eval mmmu --model "$vl" --data "$mmmu/release" --subjects Art_Theory \
+  --policy "dbtrimkv:gates=$work/imported.safetensors" --budget 0.5 --max-new-tokens 4 --out "$work/mmmu-imported"
+python3 - "$work/mmmu-gates/predictions.jsonl" "$work/mmmu-imported/predictions.jsonl" <<'PY' || { echo "FAIL imported gates predict differently"; failures=$((failures + 1)); }
+import json, sys
+a = {r["id"]: r["response"] for r in map(json.loads, open(sys.argv[1])) if r["policy"].startswith("dbtrimkv")}
+b = {r["id"]: r["response"] for r in map(json.loads, open(sys.argv[2]))}
+assert a == b and len(a) == 3, (a, b)
+PY
 check_error mmmu-text-only-model "a text-only model; this benchmark needs a vision-language model" \
   "$retain" eval mmmu --model "$text_model" --data "$mmmu/release" --out "$work/bad1"
 check_error mmmu-bad-letter "row 0: answer 'D' is not one of the option letters A-C" \

@@ -17,6 +17,7 @@
 #include "gates/scorer_hook.h"
 #include "kernels/retention_attention.h"
 #include "model/tokenizer.h"
+#include "trainer/multimodal_batch.h"
 #include "trainer/recipe.h"
 #include "trainer/schedule.h"
 
@@ -109,6 +110,13 @@ void Trainer::setup() {
   if (!s_.heldout.empty())
     heldout_ = std::make_unique<PackedDataset>(list_shards(s_.heldout), s_.seq_len, sha,
                                                model_config.vocab_size);
+  // Vision-language shards: the images are preprocessed at every step exactly as at prep time.
+  if (data_->whole_documents() || (heldout_ && heldout_->whole_documents())) {
+    RETAIN_CHECK(model_config.multimodal != nullptr, s_.shards.string(),
+                 ": the shards hold images but ", s_.model_dir.string(), " is a text-only ",
+                 model_config.model_type, " model");
+    processor_ = std::make_unique<ImageProcessorConfig>(ImageProcessorConfig::load(s_.model_dir));
+  }
   sampler_ = std::make_unique<Sampler>(data_->size(), s_.seed, s_.shuffle);
   {
     // Every rank starts from rank 0's weights.
@@ -138,15 +146,23 @@ Trainer::BatchLoss Trainer::forward(const PackedBatch& batch, const LossTokens& 
   const auto device = model_->device();
   auto ids = batch.ids.to(device), positions = batch.positions.to(device),
        segments = batch.segments.to(device);
-  if (scorer_) return scorer_forward(ids, positions, segments, comm);
+  // Vision-language documents: the frozen vision tower's features and 3-D rotary positions, the
+  // same for the student and the teacher.
+  std::optional<MultimodalInputs> images;
+  if (!batch.images.empty()) images = packed_multimodal_inputs(*model_, batch, *processor_);
+  const MultimodalInputs* mm = images ? &*images : nullptr;
+  if (scorer_) return scorer_forward(ids, positions, segments, mm, comm);
   GatedAttentionHook student(gates_.get(), segments);
-  auto hidden = model_->forward_hidden(
-      ids, positions, ForwardContext{nullptr, &student, s_.activation_checkpointing});
+  ForwardContext student_context{nullptr, &student, s_.activation_checkpointing};
+  student_context.multimodal = mm;
+  auto hidden = model_->forward_hidden(ids, positions, student_context);
   at::Tensor teacher_hidden;
   if (s_.terms.fwkl || s_.terms.rvkl) {
     at::NoGradGuard no_grad;
     GatedAttentionHook teacher(nullptr, segments);
-    teacher_hidden = model_->forward_hidden(ids, positions, ForwardContext{nullptr, &teacher});
+    ForwardContext teacher_context{nullptr, &teacher};
+    teacher_context.multimodal = mm;
+    teacher_hidden = model_->forward_hidden(ids, positions, teacher_context);
   }
   LossSums sums = base_loss_sums(*model_, hidden, teacher_hidden, ids, segments,
                                  batch.loss_mask.to(device), s_.terms, s_.logit_block);
@@ -193,13 +209,16 @@ Trainer::BatchLoss Trainer::forward(const PackedBatch& batch, const LossTokens& 
 }
 
 Trainer::BatchLoss Trainer::scorer_forward(const at::Tensor& ids, const at::Tensor& positions,
-                                           const at::Tensor& segments, Collectives& comm) {
+                                           const at::Tensor& segments,
+                                           const MultimodalInputs* multimodal, Collectives& comm) {
   // The frozen model runs once without grad (no teacher, no LM head): the hook trains the scorer
   // on each layer's queries and keys on the way.
   ScorerTrainingHook hook(*scorer_, segments);
   {
     at::NoGradGuard no_grad;
-    model_->forward_hidden(ids, positions, ForwardContext{nullptr, &hook});
+    ForwardContext context{nullptr, &hook};
+    context.multimodal = multimodal;
+    model_->forward_hidden(ids, positions, context);
   }
   // Mean over the labelled entries of every rank's micro-batch (as the capacity loss): rank-local
   // sums over the global count, so the summed gradients equal one process's on the whole batch.

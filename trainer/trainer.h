@@ -22,6 +22,7 @@
 #include "gates/gate_bank.h"
 #include "gates/scorer_bank.h"
 #include "model/decoder.h"
+#include "model/vision/image_processor.h"
 #include "trainer/collectives.h"
 #include "trainer/dist_env.h"
 #include "trainer/train_settings.h"
@@ -71,7 +72,8 @@ class Trainer {
                     Collectives& comm);
   // train.trainable locret | kvzap: the scorer's regression loss of a batch.
   BatchLoss scorer_forward(const at::Tensor& ids, const at::Tensor& positions,
-                           const at::Tensor& segments, Collectives& comm);
+                           const at::Tensor& segments, const MultimodalInputs* multimodal,
+                           Collectives& comm);
   // metrics.jsonl (and the progress bar's postfix) after step `step`: a full line every
   // log.every steps, the held-out loss every eval_every.
   void log_step(int64_t step, const StepStats& stats, bool log_now);
@@ -89,6 +91,7 @@ class Trainer {
   std::unique_ptr<GateBank> gates_;
   std::unique_ptr<ScorerBank> scorer_;  // train.trainable locret | kvzap
   std::unique_ptr<PackedDataset> data_, heldout_;
+  std::unique_ptr<ImageProcessorConfig> processor_;  // vision-language shards
   std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   int64_t consecutive_nonfinite_ = 0, skipped_steps_ = 0;
