@@ -92,7 +92,9 @@ std::map<std::string, at::Tensor> read_official_tensors(const fs::path& path) {
   try {
     value = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
   } catch (const c10::Error& e) {
-    fail(w, ": not a torch.save'd file LibTorch can read (", e.what_without_backtrace(), ")");
+    fail(w, ": not a torch.save'd file LibTorch can read (", e.what_without_backtrace(),
+         "; a file of CUDA tensors needs a CUDA build and device: save it with "
+         "{k: v.cpu() for k, v in d.items()})");
   }
   RETAIN_CHECK(value.isGenericDict(), w, ": expected a dict of name -> tensor, found ",
                value.tagKind());
@@ -100,7 +102,7 @@ std::map<std::string, at::Tensor> read_official_tensors(const fs::path& path) {
     RETAIN_CHECK(item.key().isString() && item.value().isTensor(), w,
                  ": expected a dict of name -> tensor, found an entry of ", item.key().tagKind(),
                  " -> ", item.value().tagKind());
-    out.emplace(item.key().toStringRef(), item.value().toTensor());
+    out.emplace(item.key().toStringRef(), item.value().toTensor().to(at::kCPU));
   }
   return out;
 }
@@ -131,21 +133,32 @@ void import_official_gates(const fs::path& official, const fs::path& model_dir,
   };
   struct Lookup {
     const std::map<std::string, at::Tensor>& t;
+    const std::string& where;
     bool contains(const std::string& n) const { return t.count(n) > 0; }
-    at::Tensor tensor(const std::string& n) const { return t.at(n); }
+    at::Tensor tensor(const std::string& n) const {
+      auto it = t.find(n);
+      RETAIN_CHECK(it != t.end(), where, ": missing '", n, "'");
+      return it->second;
+    }
   };
-  const Lookup lookup{tensors};
+  const Lookup lookup{tensors, w};
   const Lookup* file = &lookup;
   const bool mlp3 = file->contains(name(0, "linear3.weight"));
   const std::string out_layer = mlp3 ? "linear3" : "linear2";
   GateConfig config;
   config.arch = mlp3 ? "mlp3" : "mlp2";
-  config.width = file->tensor(name(0, "linear1.weight")).size(0);
+  const at::Tensor first_weight = file->tensor(name(0, "linear1.weight"));
+  RETAIN_CHECK(first_weight.dim() == 2 && first_weight.size(1) == model.hidden_size, w, ": '",
+               name(0, "linear1.weight"), "' has shape ", first_weight.sizes(),
+               "; expected (width, ", model.hidden_size, ") for this model");
+  config.width = first_weight.size(0);
   // Tied when every layer carries the same projection and bias values.
   bool tied = true;
   for (int64_t l = 0; l < model.num_layers; ++l) {
-    for (const std::string& part :
-         std::vector<std::string>{"linear1.weight", "linear1.bias", out_layer + ".weight", "bias"})
+    std::vector<std::string> parts = {"linear1.weight", "linear1.bias", out_layer + ".weight",
+                                      "bias"};
+    if (mlp3) parts.insert(parts.end(), {"linear2.weight", "linear2.bias"});
+    for (const std::string& part : parts)
       RETAIN_CHECK(file->contains(name(l, part)), w, ": missing '", name(l, part),
                    "' (the model has ", model.num_layers, " layers)");
     tied = tied &&

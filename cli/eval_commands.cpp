@@ -158,6 +158,11 @@ void register_mmmu(CLI::App* eval, Commands& commands) {
   cmd->add_option("--max-pixels", o->max_pixels,
                   "resize images to at most this many pixels (0: preprocessor_config.json's)")
       ->check(kNonNegative);
+  cmd->add_option("--budget-scope", o->budget_scope,
+                  "all: the budget bounds every token; images: it bounds the image tokens (each "
+                  "prompt's text tokens are added, as DBTrimKV's VLM evaluation does)")
+      ->check(CLI::IsMember({"all", "images"}))
+      ->capture_default_str();
   cmd->add_option("--max-new-tokens", o->max_new_tokens)->check(kPositive)->capture_default_str();
   commands.add(cmd, [o, sweep, subjects] {
     o->policies = sweep->policies();
@@ -182,6 +187,11 @@ void register_mmstar(CLI::App* eval, Commands& commands) {
   cmd->add_option("--max-pixels", o->max_pixels,
                   "resize images to at most this many pixels (0: preprocessor_config.json's)")
       ->check(kNonNegative);
+  cmd->add_option("--budget-scope", o->budget_scope,
+                  "all: the budget bounds every token; images: it bounds the image tokens (each "
+                  "prompt's text tokens are added, as DBTrimKV's VLM evaluation does)")
+      ->check(CLI::IsMember({"all", "images"}))
+      ->capture_default_str();
   cmd->add_option("--max-new-tokens", o->max_new_tokens)->check(kPositive)->capture_default_str();
   commands.add(cmd, [o, sweep] {
     o->policies = sweep->policies();

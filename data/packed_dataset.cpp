@@ -38,19 +38,20 @@ PackedDataset::PackedDataset(const std::vector<fs::path>& shards, int64_t seq_le
     return;
   }
   // Whole documents, in order: a sequence ends where the next document does not fit.
+  int64_t used = 0;  // tokens in the last sequence
   for (size_t d = 0; d < docs_.size(); ++d) {
     const DocRef& doc = docs_[d];
     RETAIN_CHECK(doc.length <= seq_len, shards_[doc.shard]->path(), ": document ", doc.doc, " has ",
                  doc.length, " tokens, more than data.seq_len ", seq_len,
-                 " (documents with images are packed whole: raise data.seq_len, or use smaller "
-                 "images)");
-    int64_t used = 0;
-    if (!rows_.empty())
-      for (size_t k = rows_.back().first; k < rows_.back().last; ++k) used += docs_[k].length;
-    if (rows_.empty() || used + doc.length > seq_len)
+                 " (the shards hold images, so every document is packed whole: raise "
+                 "data.seq_len, or use smaller images)");
+    if (rows_.empty() || used + doc.length > seq_len) {
       rows_.push_back({d, d + 1});
-    else
+      used = 0;
+    } else {
       rows_.back().last = d + 1;
+    }
+    used += doc.length;
   }
   num_sequences_ = static_cast<int64_t>(rows_.size());
 }
@@ -117,11 +118,19 @@ void PackedDataset::whole_document_row(int64_t index, int64_t row, PackedBatch& 
         at::from_blob(mask.data(), {n}, at::kByte).to(at::kBool));
     out.positions[row].narrow(0, col, n).copy_(at::arange(n, at::kLong));
     out.segments[row].narrow(0, col, n).fill_(static_cast<int64_t>(d - r.first));
-    int64_t k = 0;
+    // The document's placeholders must be exactly its images' tokens (prep writes them so; a
+    // shard that disagrees would put image features on the wrong tokens).
+    int64_t placeholders = 0, image_tokens = 0, k = 0;
+    for (int32_t id : tokens) placeholders += id == image_token_id_;
     for (auto& image :
-         shard.num_images() > 0 ? shard.doc_images(doc.doc) : std::vector<ShardImage>{})
+         shard.num_images() > 0 ? shard.doc_images(doc.doc) : std::vector<ShardImage>{}) {
+      image_tokens += image.t * (image.h / spatial_merge_size_) * (image.w / spatial_merge_size_);
       out.images.push_back({row, col, std::move(image),
                             str_cat(shard.path(), " document ", doc.doc, " image ", k++)});
+    }
+    RETAIN_CHECK(placeholders == image_tokens, shard.path(), ": document ", doc.doc, " has ",
+                 placeholders, " image placeholder tokens (id ", image_token_id_,
+                 ") but its images' grids make ", image_tokens);
     col += n;
   }
 }

@@ -176,7 +176,8 @@ void expand_images(Document& doc, const VisionPrep& v, const std::string& where)
 // are rendered as one placeholder each (which tokenizes stably too), then expanded.
 Document chat_document(const Json& line, const ChatTemplate& tmpl, const Tokenizer& tokenizer,
                        const std::string& where, const fs::path& base,
-                       const std::function<const VisionPrep&()>& vision) {
+                       const std::function<const VisionPrep*()>& vision,
+                       const std::string& model_dir) {
   RETAIN_CHECK(line.contains("messages") && line["messages"].is_array(), where,
                ": expected {\"messages\": [...]}");
   std::vector<ChatMessage> messages;
@@ -205,18 +206,22 @@ Document chat_document(const Json& line, const ChatTemplate& tmpl, const Tokeniz
     doc.ids.push_back(*tokenizer.eos_id());
     doc.mask.push_back(1);
   }
-  if (!images.empty()) {
-    const VisionPrep& v = vision();
-    for (size_t k = 0; k < images.size(); ++k) {
-      const std::string image_where = str_cat(where, " image ", k);
-      const at::Tensor rgb = decode_image_rgb(images[k], image_where);
-      // The grid the processor makes (transformers' smart_resize; one frame).
-      const auto [height, width] = smart_resize(rgb.size(0), rgb.size(1), v.patch * v.merge,
-                                                v.processor.min_pixels, v.processor.max_pixels);
-      doc.images.push_back({std::move(images[k]), ImageGrid{1, height / v.patch, width / v.patch}});
-    }
-    expand_images(doc, v, where);
+  const VisionPrep* v = vision();
+  RETAIN_CHECK(v != nullptr || images.empty(), where, ": the conversation holds images but ",
+               model_dir,
+               " is not a vision-language model directory (a text-only model, or no config.json; "
+               "give --tokenizer the vision-language model's directory)");
+  if (v == nullptr) return doc;
+  for (size_t k = 0; k < images.size(); ++k) {
+    const std::string image_where = str_cat(where, " image ", k);
+    const at::Tensor rgb = decode_image_rgb(images[k], image_where);
+    // The grid the processor makes (transformers' smart_resize; one frame).
+    const auto [height, width] = smart_resize(rgb.size(0), rgb.size(1), v->patch * v->merge,
+                                              v->processor.min_pixels, v->processor.max_pixels);
+    doc.images.push_back({std::move(images[k]), ImageGrid{1, height / v->patch, width / v->patch}});
   }
+  // Also for a document without images: a placeholder typed into its text has no image.
+  expand_images(doc, *v, where);
   return doc;
 }
 
@@ -249,23 +254,32 @@ PrepSummary run_prep(const PrepOptions& o) {
     RETAIN_CHECK(fs::is_regular_file(in), "prep: input ", in, " does not exist");
 
   auto tokenizer = load_tokenizer(o.tokenizer_dir);
-  std::optional<VisionPrep> vision_prep;
+  // A vision-language model's image settings, read once when a chat document comes (null for a
+  // text model, or a tokenizer directory without config.json).
+  std::optional<std::optional<VisionPrep>> vision_prep;
   std::function<void(const VisionPrep&)> on_vision;  // set once the sink exists
-  auto vision = [&]() -> const VisionPrep& {
+  auto vision = [&]() -> const VisionPrep* {
     if (!vision_prep) {
-      const ModelConfig config = ModelConfig::load(o.tokenizer_dir);
-      RETAIN_CHECK(config.multimodal != nullptr, "prep: the conversations hold images but ",
-                   o.tokenizer_dir, " is a text-only ", config.model_type,
-                   " model (give --tokenizer the vision-language model's directory)");
-      VisionPrep v;
-      v.image_token_id = config.multimodal->image_token_id;
-      v.merge = config.multimodal->vision.spatial_merge_size;
-      v.processor = ImageProcessorConfig::load(o.tokenizer_dir);
-      v.patch = v.processor.patch_size;
-      vision_prep = v;
-      on_vision(*vision_prep);
+      vision_prep.emplace();
+      std::optional<ModelConfig> config;
+      try {
+        // A config.json retain cannot read (or none) only matters for images, whose error then
+        // says the directory is no vision-language model.
+        if (fs::exists(fs::path(o.tokenizer_dir) / "config.json"))
+          config = ModelConfig::load(o.tokenizer_dir);
+      } catch (const Error&) {
+      }
+      if (config && config->multimodal != nullptr) {
+        VisionPrep v;
+        v.image_token_id = config->multimodal->image_token_id;
+        v.merge = config->multimodal->vision.spatial_merge_size;
+        v.processor = ImageProcessorConfig::load(o.tokenizer_dir);
+        v.patch = v.processor.patch_size;
+        vision_prep->emplace(v);
+        on_vision(**vision_prep);
+      }
     }
-    return *vision_prep;
+    return *vision_prep ? &**vision_prep : nullptr;
   };
   std::optional<ChatTemplate> tmpl;
   RETAIN_CHECK(o.chat_template.empty() || o.format == "chat",
@@ -319,7 +333,8 @@ PrepSummary run_prep(const PrepOptions& o) {
                                     where, o.label_spans));
           }
         } else {
-          sink.add(chat_document(j, *tmpl, *tokenizer, where, fs::path(in).parent_path(), vision));
+          sink.add(chat_document(j, *tmpl, *tokenizer, where, fs::path(in).parent_path(), vision,
+                                 o.tokenizer_dir));
         }
       }
     }

@@ -29,11 +29,16 @@ std::unique_ptr<KvCache> make_kv_cache(const ModelConfig& model, const PolicySpe
 std::unique_ptr<KvCache> make_batch_kv_cache(const ModelConfig& model, const PolicySpec& policy,
                                              double budget,
                                              const std::vector<int64_t>& prompt_tokens,
-                                             int64_t chunk, LearnedModules learned) {
+                                             int64_t chunk, LearnedModules learned,
+                                             const std::vector<int64_t>& extra) {
   RETAIN_CHECK(!prompt_tokens.empty(), "make_batch_kv_cache: no rows");
+  RETAIN_CHECK(extra.empty() || extra.size() == prompt_tokens.size(),
+               "make_batch_kv_cache: ", extra.size(), " extra budgets for ", prompt_tokens.size(),
+               " rows");
   if (!policy.budgeted()) return std::make_unique<FullKvCache>(model.num_layers);
   std::vector<int64_t> budgets;
-  for (int64_t tokens : prompt_tokens) budgets.push_back(resolve_budget(budget, tokens));
+  for (size_t r = 0; r < prompt_tokens.size(); ++r)
+    budgets.push_back(resolve_budget(budget, prompt_tokens[r]) + (extra.empty() ? 0 : extra[r]));
   return std::make_unique<BudgetedKvCache>(model, policy, std::move(budgets),
                                            std::max<int64_t>(chunk, 1), learned);
 }

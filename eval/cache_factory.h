@@ -20,10 +20,12 @@ std::unique_ptr<KvCache> make_kv_cache(const ModelConfig& model, const PolicySpe
                                        double budget, int64_t prompt_tokens, int64_t chunk,
                                        LearnedModules learned);
 
-// The cache of a batch: a fractional budget resolves for each row's `prompt_tokens`.
+// The cache of a batch: a fractional budget resolves for each row's `prompt_tokens`; `extra`
+// (empty, or one per row) adds entries to a row's budget.
 std::unique_ptr<KvCache> make_batch_kv_cache(const ModelConfig& model, const PolicySpec& policy,
                                              double budget,
                                              const std::vector<int64_t>& prompt_tokens,
-                                             int64_t chunk, LearnedModules learned);
+                                             int64_t chunk, LearnedModules learned,
+                                             const std::vector<int64_t>& extra = {});
 
 }  // namespace retain

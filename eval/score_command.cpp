@@ -83,6 +83,14 @@ int run_score_command(const ScoreCommandOptions& o) {
     group_of(j).records.push_back(j);
   }
 
+  if (o.benchmark == "mmmu" || o.benchmark == "mmstar")
+    for (const auto& g : groups)
+      for (const auto& j : g.records)
+        RETAIN_CHECK(j.value("setting", "") == g.records.front().value("setting", ""),
+                     o.predictions, ":", j["__line"].get<int64_t>(), ": policy ", g.policy,
+                     " has predictions made under other settings (a run re-used with other "
+                     "--images / --max-pixels / --budget-scope / --max-new-tokens; see each "
+                     "record's \"setting\"); re-score them apart");
   if (o.benchmark == "mmmu")
     for (auto& g : groups) {
       // The official parser draws its random fallbacks in the official question order: subjects

@@ -31,6 +31,7 @@ Json official() {
 }
 
 TEST(MmmuData, PythonListLiteralsAsAstLiteralEval) {
+  if (const auto why = testing::fixture_skipped("mmmu"); !why.empty()) GTEST_SKIP() << why;
   const Json cases = read_json_file(mmmu_fixture() / "literals.json");
   ASSERT_GE(cases.size(), 20u);
   for (const auto& c : cases) {
@@ -48,6 +49,7 @@ TEST(MmmuData, PythonListLiteralsAsAstLiteralEval) {
 }
 
 TEST(MmmuData, ReleaseLayoutInTheOfficialOrderWithTheOfficialPrompts) {
+  if (const auto why = testing::fixture_skipped("mmmu"); !why.empty()) GTEST_SKIP() << why;
   if (!ParquetTable::available()) GTEST_SKIP() << "built without Arrow (pyarrow)";
   const auto questions = load_mmmu(mmmu_fixture() / "release", {});
   const Json expected = official()["questions"];
@@ -84,6 +86,7 @@ TEST(MmmuData, ReleaseLayoutInTheOfficialOrderWithTheOfficialPrompts) {
 }
 
 TEST(MmmuData, JsonlLayoutEqualsTheRelease) {
+  if (const auto why = testing::fixture_skipped("mmmu"); !why.empty()) GTEST_SKIP() << why;
   if (!ParquetTable::available()) GTEST_SKIP() << "built without Arrow (pyarrow)";
   const auto parquet = load_mmmu(mmmu_fixture() / "release", {});
   const auto jsonl = load_mmmu(mmmu_fixture() / "jsonl", {});
@@ -104,6 +107,7 @@ TEST(MmmuData, JsonlLayoutEqualsTheRelease) {
 }
 
 TEST(MmmuData, ImagesInlineOrFirst) {
+  if (const auto why = testing::fixture_skipped("mmmu"); !why.empty()) GTEST_SKIP() << why;
   const auto questions = load_mmmu(mmmu_fixture() / "jsonl", {});
   const MmmuQuestion& q = questions[3];  // Art_Theory_1: <image 1> twice, images as options
   const MmmuMessage in = mmmu_message(q, "inline");
@@ -118,6 +122,7 @@ TEST(MmmuData, ImagesInlineOrFirst) {
 }
 
 TEST(MmmuData, ScoresEqualTheOfficialEvaluation) {
+  if (const auto why = testing::fixture_skipped("mmmu"); !why.empty()) GTEST_SKIP() << why;
   const auto questions = load_mmmu(mmmu_fixture() / "jsonl", {});
   const Json responses = read_json_file(mmmu_fixture() / "responses.json");
   std::vector<Json> records;
@@ -144,6 +149,7 @@ TEST(MmmuData, ScoresEqualTheOfficialEvaluation) {
 }
 
 TEST(MmmuData, BadDataNamesTheFileAndRecord) {
+  if (const auto why = testing::fixture_skipped("mmmu"); !why.empty()) GTEST_SKIP() << why;
   const fs::path bad = mmmu_fixture() / "bad";
   if (ParquetTable::available()) {
     EXPECT_ERROR_CONTAINS(load_mmmu(bad / "other_schema", {}), "no column 'id'");

@@ -15,6 +15,7 @@ namespace {
 using testing::fixture_dir;
 
 TEST(Mmstar, ReleaseAndJsonlLayoutsAgree) {
+  if (const auto why = testing::fixture_skipped("mmstar"); !why.empty()) GTEST_SKIP() << why;
   if (!ParquetTable::available()) GTEST_SKIP() << "built without Arrow (pyarrow)";
   const auto parquet = load_mmstar(fixture_dir("mmstar") / "mmstar.parquet");
   const auto from_dir = load_mmstar(fixture_dir("mmstar"));

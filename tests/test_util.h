@@ -51,6 +51,14 @@ inline fs::path fixture_dir(const std::string& name) {
   return fs::path(root) / name;
 }
 
+// Why a fixture generator skipped its fixture (scripts/gpu-run.sh sets RETAIN_SKIP_VL_FIXTURES=1
+// on a machine without Pillow / pyarrow), or empty when the fixture was built.
+inline std::string fixture_skipped(const std::string& name) {
+  const fs::path dir = fixture_dir(name);
+  if (!fs::exists(dir / ".skipped") || fs::exists(dir / ".complete")) return "";
+  return "fixture " + name + " not built here: " + read_text_file(dir / ".skipped");
+}
+
 }  // namespace retain::testing
 
 // Expects `statement` to throw retain::Error (or c10::Error) whose message contains `needle`.

@@ -71,6 +71,22 @@ TEST(VisionImages, BadFilesAreClearErrors) {
   std::string bytes((std::istreambuf_iterator<char>(png)), std::istreambuf_iterator<char>());
   std::ofstream(tmp / "cut.png", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
   EXPECT_ERROR_CONTAINS(read_image_rgb(tmp / "cut.png"), "cut.png");
+  // A header claiming 100000 x 100000 pixels is refused before anything is allocated, at Pillow's
+  // decompression-bomb limit (PNG IHDR with its CRC-32 recomputed; bitwise, polynomial 0xEDB88320).
+  std::string huge = bytes.substr(0, 33);
+  for (int at : {16, 20})
+    for (int k = 0; k < 4; ++k) huge[at + k] = static_cast<char>((100000u >> (24 - 8 * k)) & 0xff);
+  uint32_t crc = 0xffffffffu;
+  for (int i = 12; i < 29; ++i) {
+    crc ^= static_cast<uint8_t>(huge[i]);
+    for (int bit = 0; bit < 8; ++bit) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+  }
+  crc ^= 0xffffffffu;
+  for (int k = 0; k < 4; ++k) huge[29 + k] = static_cast<char>((crc >> (24 - 8 * k)) & 0xff);
+  huge += bytes.substr(33);  // the original chunks after IHDR
+  EXPECT_ERROR_CONTAINS(
+      decode_image_rgb(std::vector<uint8_t>(huge.begin(), huge.end()), "huge.png"),
+      "huge.png: 100000x100000 pixels: more than 178956970");
 }
 
 TEST(VisionImages, SmartResizeRoundsAsPython) {

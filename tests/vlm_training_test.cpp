@@ -151,6 +151,9 @@ TEST_P(VlmTraining, BadImageDataIsRefused) {
       prep_line(R"({"messages": [{"role": "user", "content": [{"type": "image", "image": ")" +
                 (images() / "truncated.jpg").string() + R"("}]}]})"),
       "c.jsonl:1 image 0");
+  EXPECT_ERROR_CONTAINS(
+      prep_line(R"({"messages": [{"role": "user", "content": "typed <|image_pad|> by hand"}]})"),
+      "c.jsonl:1: 0 image item(s) but 1 image placeholder(s)");
   EXPECT_FALSE(fs::exists(dir / "out"));
   EXPECT_FALSE(fs::exists(dir / "out.tmp"));
   // A text-only model's directory cannot prepare images: this VLM's tokenizer with a qwen3
@@ -173,7 +176,7 @@ TEST_P(VlmTraining, BadImageDataIsRefused) {
         prep.format = "chat";
         run_prep(prep);
       }(),
-      "is a text-only qwen3 model");
+      "is not a vision-language model directory");
 }
 
 TEST(ImageShards, ReaderValidatesTheImageIndex) {
@@ -211,6 +214,20 @@ TEST(ImageShards, ReaderValidatesTheImageIndex) {
                         "image datasets of inconsistent lengths");
   EXPECT_ERROR_CONTAINS(write_shard(dir / "meta.h5", c, ShardMeta{"sha", 10}),
                         "needs image_token_id and spatial_merge_size");
+  // Packing reads whole documents and checks each one's placeholders against its grids.
+  PackedDataset packed({dir / "good.h5"}, 8, "sha", 10);
+  ASSERT_TRUE(packed.whole_documents());
+  EXPECT_EQ(packed.size(), 1);
+  EXPECT_EQ(packed.batch({0}).images.size(), 2u);
+  bad = c;
+  bad.image_grids = {1, 2, 4, 1, 2, 4};  // document 1 has one placeholder, its grid makes two
+  write_shard(dir / "count.h5", bad, meta);
+  PackedDataset miscounted({dir / "count.h5"}, 8, "sha", 10);
+  EXPECT_ERROR_CONTAINS(miscounted.batch({0}),
+                        "count.h5: document 1 has 1 image placeholder tokens (id 7) but its "
+                        "images' grids make 2");
+  EXPECT_ERROR_CONTAINS(PackedDataset({dir / "good.h5"}, 3, "sha", 10),
+                        "document 0 has 4 tokens, more than data.seq_len 3");
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, VlmTraining, ::testing::Values("qwen2_5_vl", "qwen3_vl"));

@@ -57,6 +57,9 @@ struct UnitContext {
 struct GenerationRequest {
   std::vector<int64_t> prompt;
   int64_t budget_tokens = -1;  // what a fractional budget is a share of (-1: the prompt)
+  // Entries added to the row's budget per KV head (DBTrimKV's vision-language runs add the
+  // prompt's text tokens, so the budget bounds the image tokens: --budget-scope images).
+  int64_t budget_extra = 0;
   // --question-mode keep: the prompt's first `context_tokens` are the context, read and
   // compressed once on their own before the rest (0: off).
   int64_t context_tokens = 0;

@@ -43,6 +43,12 @@ MmmuMessage mmmu_message(const MmmuQuestion& question, const std::string& images
 
 namespace {
 
+std::vector<std::string> disciplines() {
+  std::vector<std::string> out;
+  for (const auto& [discipline, subjects] : mmmu_disciplines()) out.push_back(discipline);
+  return out;
+}
+
 class Mmmu final : public Benchmark {
  public:
   explicit Mmmu(const MmmuOptions& o) : o_(o) {}
@@ -61,7 +67,10 @@ class Mmmu final : public Benchmark {
   }
 
   void prepare(const EvalModel& m) override {
-    vision_.emplace(m, o_.model.model_dir, o_.chat, o_.max_pixels, "eval mmmu");
+    vision_.emplace(m, o_.model.model_dir, o_.chat, o_.max_pixels, o_.budget_scope, o_.budgets,
+                    "eval mmmu");
+    setting_ =
+        vision_->setting(str_cat(",images=", o_.images, ",max_new_tokens=", o_.max_new_tokens));
   }
 
   Json config() const override {
@@ -77,8 +86,10 @@ class Mmmu final : public Benchmark {
   }
 
   size_t units() const override { return questions_.size(); }
-  std::string unit_key(size_t i) const override { return questions_[i].id; }
-  std::string record_key(const Json& j) const override { return j.at("id").get<std::string>(); }
+  std::string unit_key(size_t i) const override { return questions_[i].id + "|" + setting_; }
+  std::string record_key(const Json& j) const override {
+    return j.at("id").get<std::string>() + "|" + j.value("setting", "");
+  }
 
   GenerationRequest request(size_t i, const UnitContext& c) const override {
     const MmmuQuestion& q = questions_[i];
@@ -90,18 +101,14 @@ class Mmmu final : public Benchmark {
                            ? read_image_rgb(image.file)
                            : decode_image_rgb(image.bytes, str_cat(q.where, " image_", n)));
     }
-    auto prompt = vision_->build(message.text, images, c.model, c.tokenizer);
-    GenerationRequest r;
-    r.prompt = prompt->ids;
-    r.multimodal = std::move(prompt);
-    r.max_new_tokens = o_.max_new_tokens;
-    return r;
+    return vision_->request(message.text, images, c, o_.max_new_tokens);
   }
 
   Json record(size_t i, const GenerationRequest& request, const GenerationResult& g, Json fields,
               const UnitContext& c) const override {
     const MmmuQuestion& q = questions_[i];
     fields.update({{"id", q.id},
+                   {"setting", setting_},
                    {"subject", q.subject},
                    {"subfield", q.subfield},
                    {"question_type", q.question_type},
@@ -120,29 +127,22 @@ class Mmmu final : public Benchmark {
     return metrics;
   }
 
-  PlotSpec plot() const override {
-    std::vector<PlotPanel> panels = {{"overall", "overall"}};
-    for (const auto& [discipline, subjects] : mmmu_disciplines())
-      panels.push_back({discipline, discipline});
-    return {"MMMU", "accuracy (%)", panels, "peak_kv_bytes"};
-  }
-
+  PlotSpec plot() const override { return accuracy_plot("MMMU", disciplines()); }
   std::vector<std::string> table_columns() const override {
-    std::vector<std::string> columns = {"overall"};
-    for (const auto& [discipline, subjects] : mmmu_disciplines()) columns.push_back(discipline);
-    columns.push_back("peak_kv_bytes");
-    return columns;
+    return accuracy_columns(disciplines());
   }
 
  private:
   MmmuOptions o_;
   std::vector<MmmuQuestion> questions_;
   std::optional<VisionPromptBuilder> vision_;
+  std::string setting_;  // VisionPromptBuilder::setting
 };
 
 }  // namespace
 
 int run_mmmu_eval(const MmmuOptions& o) {
+  check_budget_scope(o.budget_scope, o.budgets, "eval mmmu");
   Mmmu benchmark(o);
   return run_sweep(benchmark,
                    {o.model, o.policies, o.budgets, o.gates, o.chunk, o.batch_size, o.out});

@@ -26,6 +26,7 @@ struct MmmuOptions {
   std::vector<std::string> subjects;  // empty: all 30
   std::string images = "inline";      // inline | first
   int64_t max_pixels = 0;             // 0: preprocessor_config.json's
+  std::string budget_scope = "all";   // all | images (vision_prompt.h)
   int64_t max_new_tokens = 128;       // run_llava.py's
   std::vector<std::string> policies = {"full"};
   std::vector<double> budgets;

@@ -44,7 +44,10 @@ std::vector<MmstarQuestion> read_parquet(const fs::path& file) {
     q.l2_category = need(l2[i], "l2_category");
     const ParquetImage picture = need(image[i], "image");
     q.image_bytes = picture.bytes;
-    if (q.image_bytes.empty()) q.image_file = file.parent_path() / picture.path;
+    if (q.image_bytes.empty()) {
+      RETAIN_CHECK(!picture.path.empty(), q.where, ": the image has neither bytes nor a path");
+      q.image_file = file.parent_path() / picture.path;
+    }
     out.push_back(std::move(q));
   }
   return out;
@@ -193,7 +196,9 @@ class Mmstar final : public Benchmark {
   }
 
   void prepare(const EvalModel& m) override {
-    vision_.emplace(m, o_.model.model_dir, o_.chat, o_.max_pixels, "eval mmstar");
+    vision_.emplace(m, o_.model.model_dir, o_.chat, o_.max_pixels, o_.budget_scope, o_.budgets,
+                    "eval mmstar");
+    setting_ = vision_->setting(str_cat(",max_new_tokens=", o_.max_new_tokens));
   }
 
   Json config() const override {
@@ -206,9 +211,11 @@ class Mmstar final : public Benchmark {
   }
 
   size_t units() const override { return questions_.size(); }
-  std::string unit_key(size_t i) const override { return str_cat(questions_[i].index); }
+  std::string unit_key(size_t i) const override {
+    return str_cat(questions_[i].index, "|", setting_);
+  }
   std::string record_key(const Json& j) const override {
-    return str_cat(j.at("index").get<int64_t>());
+    return str_cat(j.at("index").get<int64_t>(), "|", j.value("setting", ""));
   }
 
   GenerationRequest request(size_t i, const UnitContext& c) const override {
@@ -216,19 +223,15 @@ class Mmstar final : public Benchmark {
     const at::Tensor rgb = q.image_bytes.empty()
                                ? read_image_rgb(q.image_file)
                                : decode_image_rgb(q.image_bytes, q.where + " image");
-    auto prompt = vision_->build(std::string(kQwenImageBlock) + mmstar_prompt_text(q), {rgb},
-                                 c.model, c.tokenizer);
-    GenerationRequest r;
-    r.prompt = prompt->ids;
-    r.multimodal = std::move(prompt);
-    r.max_new_tokens = o_.max_new_tokens;
-    return r;
+    return vision_->request(std::string(kQwenImageBlock) + mmstar_prompt_text(q), {rgb}, c,
+                            o_.max_new_tokens);
   }
 
   Json record(size_t i, const GenerationRequest& request, const GenerationResult& g, Json fields,
               const UnitContext& c) const override {
     const MmstarQuestion& q = questions_[i];
     fields.update({{"index", q.index},
+                   {"setting", setting_},
                    {"category", q.category},
                    {"l2_category", q.l2_category},
                    {"answer", q.answer},
@@ -244,28 +247,22 @@ class Mmstar final : public Benchmark {
     return metrics;
   }
 
-  PlotSpec plot() const override {
-    std::vector<PlotPanel> panels = {{"overall", "overall"}};
-    for (const auto& c : mmstar_categories()) panels.push_back({c, c});
-    return {"MMStar", "accuracy (%)", panels, "peak_kv_bytes"};
-  }
-
+  PlotSpec plot() const override { return accuracy_plot("MMStar", mmstar_categories()); }
   std::vector<std::string> table_columns() const override {
-    std::vector<std::string> columns = {"overall"};
-    for (const auto& c : mmstar_categories()) columns.push_back(c);
-    columns.push_back("peak_kv_bytes");
-    return columns;
+    return accuracy_columns(mmstar_categories());
   }
 
  private:
   MmstarOptions o_;
   std::vector<MmstarQuestion> questions_;
   std::optional<VisionPromptBuilder> vision_;
+  std::string setting_;  // VisionPromptBuilder::setting
 };
 
 }  // namespace
 
 int run_mmstar_eval(const MmstarOptions& o) {
+  check_budget_scope(o.budget_scope, o.budgets, "eval mmstar");
   Mmstar benchmark(o);
   return run_sweep(benchmark,
                    {o.model, o.policies, o.budgets, o.gates, o.chunk, o.batch_size, o.out});

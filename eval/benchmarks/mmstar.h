@@ -28,7 +28,8 @@ struct MmstarOptions {
   ModelFlags model;
   ChatFlags chat;
   std::string data;
-  int64_t max_pixels = 0;  // 0: preprocessor_config.json's
+  int64_t max_pixels = 0;            // 0: preprocessor_config.json's
+  std::string budget_scope = "all";  // all | images (vision_prompt.h)
   int64_t max_new_tokens = 32;
   std::vector<std::string> policies = {"full"};
   std::vector<double> budgets;

@@ -69,16 +69,18 @@ namespace {
 // with the whole prompt counted, and its record fields.
 std::vector<std::pair<GenerationResult, Json>> generate_requests(
     const std::vector<GenerationRequest>& requests, const UnitContext& c) {
-  std::vector<int64_t> budget_tokens, protect;
+  std::vector<int64_t> budget_tokens, protect, extra;
   bool any_protected = false;
   for (const auto& q : requests) {
+    extra.push_back(q.budget_extra);
     budget_tokens.push_back(q.budget_tokens >= 0 ? q.budget_tokens
                                                  : static_cast<int64_t>(q.prompt.size()));
     protect.push_back(q.protect_from);
     any_protected = any_protected || q.protect_from >= 0;
   }
-  auto cache = make_batch_kv_cache(c.model.config(), c.policy, c.budget.value_or(0.0),
-                                   budget_tokens, c.chunk, c.eval_model.learned_for(c.policy));
+  auto cache =
+      make_batch_kv_cache(c.model.config(), c.policy, c.budget.value_or(0.0), budget_tokens,
+                          c.chunk, c.eval_model.learned_for(c.policy), extra);
   if (any_protected) cache->protect_from(protect);
   const bool keep = requests.front().context_tokens > 0;
   std::vector<std::vector<int64_t>> prompts, contexts;

@@ -4,10 +4,22 @@
 
 namespace retain {
 
+void check_budget_scope(const std::string& budget_scope, const std::vector<double>& budgets,
+                        const std::string& command) {
+  RETAIN_CHECK(budget_scope == "all" || budget_scope == "images", command, ": --budget-scope '",
+               budget_scope, "'; expected all or images");
+  for (double b : budgets)
+    RETAIN_CHECK(budget_scope == "all" || b >= 1, command,
+                 ": --budget-scope images takes budgets in entries per head (>= 1), found ", b);
+}
+
 VisionPromptBuilder::VisionPromptBuilder(const EvalModel& m, const std::string& model_dir,
                                          const ChatFlags& chat, int64_t max_pixels,
+                                         const std::string& budget_scope,
+                                         const std::vector<double>& budgets,
                                          const std::string& command)
-    : chat_flags_(chat) {
+    : chat_flags_(chat), images_only_budget_(budget_scope == "images") {
+  check_budget_scope(budget_scope, budgets, command);
   RETAIN_CHECK(m.model->config().multimodal != nullptr, command, ": ", model_dir, " is ",
                m.model->config().model_type,
                ", a text-only model; this benchmark needs a vision-language model (qwen2_5_vl, "
@@ -25,9 +37,11 @@ VisionPromptBuilder::VisionPromptBuilder(const EvalModel& m, const std::string& 
   }
 }
 
-std::shared_ptr<const MultimodalPrompt> VisionPromptBuilder::build(
-    const std::string& text, const std::vector<at::Tensor>& images, const Decoder& model,
-    const Tokenizer& tokenizer) const {
+GenerationRequest VisionPromptBuilder::request(const std::string& text,
+                                               const std::vector<at::Tensor>& images,
+                                               const UnitContext& context,
+                                               int64_t max_new_tokens) const {
+  const Tokenizer& tokenizer = context.tokenizer;
   std::vector<ProcessedImage> processed;
   for (const auto& rgb : images) processed.push_back(preprocess_image(rgb, processor_));
   std::vector<int64_t> ids;
@@ -41,13 +55,35 @@ std::shared_ptr<const MultimodalPrompt> VisionPromptBuilder::build(
   } else {
     ids = tokenizer.encode_prompt(text);
   }
-  return std::make_shared<MultimodalPrompt>(prepare_multimodal_prompt(model, ids, processed));
+  auto prompt =
+      std::make_shared<MultimodalPrompt>(prepare_multimodal_prompt(context.model, ids, processed));
+  GenerationRequest r;
+  if (images_only_budget_)
+    r.budget_extra = static_cast<int64_t>(prompt->ids.size()) - prompt->image_tokens;
+  r.prompt = prompt->ids;
+  r.multimodal = std::move(prompt);
+  r.max_new_tokens = max_new_tokens;
+  return r;
+}
+
+PlotSpec accuracy_plot(const std::string& title, const std::vector<std::string>& groups) {
+  std::vector<PlotPanel> panels = {{"overall", "overall"}};
+  for (const auto& g : groups) panels.push_back({g, g});
+  return {title, "accuracy (%)", panels, "peak_kv_bytes"};
+}
+
+std::vector<std::string> accuracy_columns(const std::vector<std::string>& groups) {
+  std::vector<std::string> columns = {"overall"};
+  columns.insert(columns.end(), groups.begin(), groups.end());
+  columns.push_back("peak_kv_bytes");
+  return columns;
 }
 
 Json VisionPromptBuilder::config() const {
   return {{"chat", chat_.has_value()},
           {"min_pixels", processor_.min_pixels},
-          {"max_pixels", processor_.max_pixels}};
+          {"max_pixels", processor_.max_pixels},
+          {"budget_scope", images_only_budget_ ? "images" : "all"}};
 }
 
 Json vision_record_means(const std::vector<Json>& records) {

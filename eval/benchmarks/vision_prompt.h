@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/json.h"
+#include "eval/benchmarks/benchmark.h"
 #include "eval/sweep.h"
 #include "model/chat_template.h"
 #include "model/prompt.h"
@@ -21,27 +22,42 @@
 
 namespace retain {
 
+// Refuses --budget-scope values and budgets that do not go together (before anything loads).
+void check_budget_scope(const std::string& budget_scope, const std::vector<double>& budgets,
+                        const std::string& command);
+
 class VisionPromptBuilder {
  public:
   // `command` names errors ("eval mmmu"). Checks the model takes images and the flags agree.
+  // `budget_scope`: all (the budget bounds every token) | images (it bounds the image tokens:
+  // each row's budget grows by its prompt's text tokens, as DBTrimKV's VLM evaluation does).
   VisionPromptBuilder(const EvalModel& model, const std::string& model_dir, const ChatFlags& chat,
-                      int64_t max_pixels, const std::string& command);
+                      int64_t max_pixels, const std::string& budget_scope,
+                      const std::vector<double>& budgets, const std::string& command);
 
-  // `text`: the user's message with one kQwenImageBlock per image, in order; `images`: (H, W, 3)
-  // uint8 RGB (model/vision/image_io.h).
-  std::shared_ptr<const MultimodalPrompt> build(const std::string& text,
-                                                const std::vector<at::Tensor>& images,
-                                                const Decoder& model,
-                                                const Tokenizer& tokenizer) const;
+  // The generation of a user message `text` with one kQwenImageBlock per image, in order;
+  // `images`: (H, W, 3) uint8 RGB (model/vision/image_io.h).
+  GenerationRequest request(const std::string& text, const std::vector<at::Tensor>& images,
+                            const UnitContext& context, int64_t max_new_tokens) const;
 
-  // config.yaml's fields: chat, min_pixels, max_pixels.
+  // config.yaml's fields: chat, min_pixels, max_pixels, budget_scope.
   Json config() const;
+  // What a prediction depends on beyond the question, policy and budget (the settings above and
+  // `extra`): part of every record's resume key, so a re-run into the same --out with other
+  // settings generates anew instead of reusing predictions made under the old ones.
+  std::string setting(const std::string& extra) const { return config().dump() + extra; }
 
  private:
   ChatFlags chat_flags_;
+  bool images_only_budget_ = false;
   std::optional<ChatTemplate> chat_;
   ImageProcessorConfig processor_;
 };
+
+// An accuracy benchmark's figures and table: "overall" then `groups` (disciplines, categories),
+// and the peak KV bytes.
+PlotSpec accuracy_plot(const std::string& title, const std::vector<std::string>& groups);
+std::vector<std::string> accuracy_columns(const std::vector<std::string>& groups);
 
 // The means a vision benchmark's cell reports beside its accuracy: peak_kv_bytes and
 // image_tokens over the records.

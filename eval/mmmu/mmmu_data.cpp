@@ -133,10 +133,10 @@ MmmuQuestion check_record(RawRecord r) {
     RETAIN_CHECK(answer != "?", where,
                  ": the answer is '?' (MMMU's test split has no public answers; use validation "
                  "or dev)");
-    RETAIN_CHECK(
-        q.answers.size() == 1 && std::find(choices.begin(), choices.end(), answer) != choices.end(),
-        where, ": answer '", answer, "' is not one of the option letters A-", choices.back(), " (",
-        q.options.size(), " options)");
+    RETAIN_CHECK(q.answers.size() == 1 &&
+                     std::find(choices.begin(), choices.end(), q.answers[0]) != choices.end(),
+                 where, ": answer '", answer, "' is not one of the option letters A-",
+                 choices.back(), " (", q.options.size(), " options)");
   }
   q.images = std::move(r.images);
   std::string text = q.question;
@@ -187,7 +187,11 @@ std::vector<RawRecord> read_parquet(const fs::path& file) {
       if (column[i]) {
         MmmuImage image;
         image.bytes = std::move(column[i]->bytes);
-        if (image.bytes.empty()) image.file = file.parent_path() / column[i]->path;
+        if (image.bytes.empty()) {
+          RETAIN_CHECK(!column[i]->path.empty(), r.where, ": image_", n,
+                       " has neither bytes nor a path");
+          image.file = file.parent_path() / column[i]->path;
+        }
         r.images[n] = std::move(image);
       }
     out.push_back(std::move(r));

@@ -46,6 +46,17 @@ struct JpegError {
   char message[JMSG_LENGTH_MAX];
 };
 
+// Pillow refuses images above 2 x Image.MAX_IMAGE_PIXELS (DecompressionBombError): a header can
+// claim a size no memory holds, so the size is checked before anything is allocated.
+constexpr int64_t kMaxImagePixels = 2 * (int64_t{1024} * 1024 * 1024 / 4 / 3);
+
+std::string too_many_pixels(int64_t h, int64_t w) {
+  return h > 0 && w > 0 && h <= kMaxImagePixels / w
+             ? std::string()
+             : str_cat(w, "x", h, " pixels: more than ", kMaxImagePixels,
+                       " (Pillow's decompression-bomb limit) or empty");
+}
+
 at::Tensor decode_jpeg(const std::vector<uint8_t>& bytes, const std::string& where) {
   jpeg_decompress_struct info;
   JpegError error;
@@ -71,6 +82,10 @@ at::Tensor decode_jpeg(const std::vector<uint8_t>& bytes, const std::string& whe
     fail(where, ": CMYK JPEG images are not supported (convert it to RGB first)");
   }
   info.out_color_space = JCS_RGB;
+  if (const std::string bad = too_many_pixels(info.image_height, info.image_width); !bad.empty()) {
+    jpeg_destroy_decompress(&info);
+    fail(where, ": ", bad);
+  }
   jpeg_start_decompress(&info);
   const int64_t h = info.output_height, w = info.output_width;
   out = at::empty({h, w, 3}, at::kByte);
@@ -135,8 +150,13 @@ at::Tensor decode_png(const std::vector<uint8_t>& bytes, const std::string& wher
   png_set_interlace_handling(png);
   png_read_update_info(png, info);
   const int64_t h = png_get_image_height(png, info), w = png_get_image_width(png, info);
-  RETAIN_CHECK(png_get_rowbytes(png, info) == static_cast<size_t>(w * 4), where,
-               ": unexpected PNG row layout after conversion to RGBA");
+  std::string bad = too_many_pixels(h, w);
+  if (bad.empty() && png_get_rowbytes(png, info) != static_cast<size_t>(w * 4))
+    bad = "unexpected PNG row layout after conversion to RGBA";
+  if (!bad.empty()) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    fail(where, ": ", bad);
+  }
   pixels.resize(static_cast<size_t>(h * w * 4));
   rows.resize(static_cast<size_t>(h));
   for (int64_t r = 0; r < h; ++r) rows[r] = pixels.data() + r * w * 4;
@@ -151,6 +171,8 @@ at::Tensor decode_webp(const std::vector<uint8_t>& bytes, const std::string& whe
   RETAIN_CHECK(WebPGetFeatures(bytes.data(), bytes.size(), &features) == VP8_STATUS_OK, where,
                ": not a readable WebP image (libwebp could not read its header)");
   RETAIN_CHECK(!features.has_animation, where, ": animated WebP images are not supported");
+  if (const std::string bad = too_many_pixels(features.height, features.width); !bad.empty())
+    fail(where, ": ", bad);
   int w = 0, h = 0;
   if (features.has_alpha) {
     uint8_t* rgba = WebPDecodeRGBA(bytes.data(), bytes.size(), &w, &h);
