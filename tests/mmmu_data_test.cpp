@@ -119,6 +119,12 @@ TEST(MmmuData, ImagesInlineOrFirst) {
   EXPECT_EQ(first.text.rfind(kQwenImageBlock, 0), 0u);
   EXPECT_NE(first.text.find("Compare <image 1> and <image 2>."), std::string::npos);
   EXPECT_TRUE(mmmu_message(questions[6], "inline").images.empty());
+  // By number, whatever order the tags come in (lmms-eval sorts them).
+  MmmuQuestion reversed = q;
+  reversed.question = "See <image 2> then <image 1>.";
+  reversed.options = {"x", "y"};
+  EXPECT_EQ(mmmu_message(reversed, "first").images, (std::vector<int>{1, 2}));
+  EXPECT_EQ(mmmu_message(reversed, "inline").images, (std::vector<int>{2, 1}));
 }
 
 TEST(MmmuData, ScoresEqualTheOfficialEvaluation) {

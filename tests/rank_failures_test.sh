@@ -34,8 +34,9 @@ case_run() {
       "$retain" train recipe.yaml run.dir="$name" > "$name.rank$r.log" 2>&1 &
     pids+=($!)
   done
-  # Training runs once a step directory exists (keep_last_k prunes old ones: any will do).
-  for _ in $(seq 1 300); do ls -d "$name"/step-* >/dev/null 2>&1 && break; sleep 0.1; done
+  # Training runs once a step directory exists (keep_last_k prunes old ones: any will do). Up to
+  # 120 s: three ranks start LibTorch and train on a loaded 2-core machine during make test.
+  for _ in $(seq 1 1200); do ls -d "$name"/step-* >/dev/null 2>&1 && break; sleep 0.1; done
   ls -d "$name"/step-* >/dev/null 2>&1 || fail "$name: training did not start"
   kill -"$signal" "${pids[$victim]}"
   local t0 line=""

@@ -21,12 +21,13 @@ MmmuMessage mmmu_message(const MmmuQuestion& question, const std::string& images
   MmmuMessage m;
   const auto tags = find_image_tags(text);
   if (images == "first") {
-    // Each referenced image once, in the order of its first tag; the text keeps its tags.
+    // Each referenced image once, by number (lmms-eval's mmmu_doc_to_visual sorts the tags); the
+    // text keeps its tags.
     for (const auto& tag : tags)
-      if (std::find(m.images.begin(), m.images.end(), tag.number) == m.images.end()) {
+      if (std::find(m.images.begin(), m.images.end(), tag.number) == m.images.end())
         m.images.push_back(tag.number);
-        m.text += kQwenImageBlock;
-      }
+    std::sort(m.images.begin(), m.images.end());
+    for (size_t k = 0; k < m.images.size(); ++k) m.text += kQwenImageBlock;
     m.text += text;
     return m;
   }
