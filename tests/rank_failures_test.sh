@@ -21,6 +21,10 @@ write_tiny_recipe \
   'checkpoint: {every: 1, keep_last_k: 2}' \
   'dist: {timeout_s: 10}'
 timeout_s=10 slack=15
+# Every rank this script starts dies with it, whatever the outcome: a failed case must not leave
+# three ranks training (train.steps 100000) beside the rest of make test.
+started=()
+trap 'for p in "${started[@]}"; do kill -9 "$p" 2>/dev/null; done' EXIT
 
 # case NAME SIGNAL VICTIM CAUSE: starts 3 ranks, sends SIGNAL to rank VICTIM once training runs,
 # and waits for the others, whose error must contain CAUSE.
@@ -33,6 +37,7 @@ case_run() {
     RANK=$r WORLD_SIZE=3 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
       "$retain" train recipe.yaml run.dir="$name" > "$name.rank$r.log" 2>&1 &
     pids+=($!)
+    started+=($!)
   done
   # Training runs once a step directory exists (keep_last_k prunes old ones: any will do). Up to
   # 120 s: three ranks start LibTorch and train on a loaded 2-core machine during make test.
