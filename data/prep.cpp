@@ -176,7 +176,7 @@ void expand_images(Document& doc, const VisionPrep& v, const std::string& where)
 // are rendered as one placeholder each (which tokenizes stably too), then expanded.
 Document chat_document(const Json& line, const ChatTemplate& tmpl, const Tokenizer& tokenizer,
                        const std::string& where, const fs::path& base,
-                       const std::function<const VisionPrep*()>& vision,
+                       const std::function<const VisionPrep*(bool)>& vision,
                        const std::string& model_dir) {
   RETAIN_CHECK(line.contains("messages") && line["messages"].is_array(), where,
                ": expected {\"messages\": [...]}");
@@ -206,7 +206,7 @@ Document chat_document(const Json& line, const ChatTemplate& tmpl, const Tokeniz
     doc.ids.push_back(*tokenizer.eos_id());
     doc.mask.push_back(1);
   }
-  const VisionPrep* v = vision();
+  const VisionPrep* v = vision(!images.empty());
   RETAIN_CHECK(v != nullptr || images.empty(), where, ": the conversation holds images but ",
                model_dir,
                " is not a vision-language model directory (a text-only model, or no config.json; "
@@ -257,17 +257,19 @@ PrepSummary run_prep(const PrepOptions& o) {
   // A vision-language model's image settings, read once when a chat document comes (null for a
   // text model, or a tokenizer directory without config.json).
   std::optional<std::optional<VisionPrep>> vision_prep;
+  std::string config_error;                          // why config.json did not load
   std::function<void(const VisionPrep&)> on_vision;  // set once the sink exists
-  auto vision = [&]() -> const VisionPrep* {
+  // `for_images`: the document has images, so a config.json that does not load is the error.
+  auto vision = [&](bool for_images) -> const VisionPrep* {
     if (!vision_prep) {
       vision_prep.emplace();
       std::optional<ModelConfig> config;
       try {
-        // A config.json retain cannot read (or none) only matters for images, whose error then
-        // says the directory is no vision-language model.
+        // A config.json retain cannot read (or none) only matters for images.
         if (fs::exists(fs::path(o.tokenizer_dir) / "config.json"))
           config = ModelConfig::load(o.tokenizer_dir);
-      } catch (const Error&) {
+      } catch (const Error& e) {
+        config_error = e.what();
       }
       if (config && config->multimodal != nullptr) {
         VisionPrep v;
@@ -279,6 +281,8 @@ PrepSummary run_prep(const PrepOptions& o) {
         on_vision(**vision_prep);
       }
     }
+    RETAIN_CHECK(!for_images || config_error.empty(), "prep: the conversations hold images but ",
+                 config_error);
     return *vision_prep ? &**vision_prep : nullptr;
   };
   std::optional<ChatTemplate> tmpl;
