@@ -296,18 +296,24 @@ at::Tensor Decoder::forward_hidden(const at::Tensor& input_ids, const at::Tensor
                    h.index({visual_mask}) + mm->deepstack[l].to(options_.device, h.scalar_type()));
     return out;
   };
+  // What a checkpointed layer re-runs with in the backward pass, after forward_hidden has returned:
+  // the multimodal inputs (the caller's, gone by then) are not part of it; a layer never reads
+  // them (embeddings and DeepStack are applied here, outside the layers).
+  ForwardContext layer_context = context;
+  layer_context.multimodal = nullptr;
   for (int64_t l = 0; l < c.num_layers; ++l) {
     if (context.checkpoint_layers && at::GradMode::is_enabled()) {
       // Captured by value: the backward pass re-runs this after forward_hidden has returned (the
       // hook itself must outlive the backward pass).
-      auto outputs = checkpoint(
-          CheckpointFn([this, l, cos = cos, sin = sin, pos, context](const at::Tensor& in) {
-            std::vector<at::Tensor> out{run_layer(l, in, cos, sin, pos, context)};
-            if (context.hook != nullptr)
-              for (auto& t : context.hook->layer_outputs(l)) out.push_back(t);
-            return out;
-          }),
-          x);
+      auto outputs =
+          checkpoint(CheckpointFn([this, l, cos = cos, sin = sin, pos,
+                                   context = layer_context](const at::Tensor& in) {
+                       std::vector<at::Tensor> out{run_layer(l, in, cos, sin, pos, context)};
+                       if (context.hook != nullptr)
+                         for (auto& t : context.hook->layer_outputs(l)) out.push_back(t);
+                       return out;
+                     }),
+                     x);
       x = outputs[0];
       if (context.hook != nullptr)
         context.hook->set_layer_outputs(

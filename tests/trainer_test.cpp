@@ -98,6 +98,26 @@ TEST(Trainer, TinyRunLowersTotalAndCapacityLoss) {
   EXPECT_TRUE(fs::exists(dir / "run" / "recipe.yaml"));
 }
 
+// Activation checkpointing re-runs each layer in the backward pass through the student's hook:
+// the run must equal the one that keeps the activations (it crashed once: the hook was a local of
+// the forward pass and was gone by the backward).
+TEST(Trainer, ActivationCheckpointingTrainsTheSameGates) {
+  TempDir dir;
+  make_model_and_shards(dir);
+  for (const char* run : {"plain", "checkpointed"}) {
+    auto o = base_overrides(dir, run);
+    o.insert(o.end(), {"train.steps=3", "checkpoint.every=3",
+                       std::string("train.activation_checkpointing=") +
+                           (std::string(run) == "checkpointed" ? "true" : "false")});
+    ASSERT_EQ(run_train("", o), 0) << run;
+  }
+  const auto plain = read_metrics(dir / "plain"), checkpointed = read_metrics(dir / "checkpointed");
+  ASSERT_EQ(plain.size(), 3u);
+  ASSERT_EQ(checkpointed.size(), 3u);
+  for (size_t i = 0; i < plain.size(); ++i)
+    EXPECT_NEAR(plain[i]["loss"].get<double>(), checkpointed[i]["loss"].get<double>(), 1e-6) << i;
+}
+
 TEST(Trainer, BaseTrainingLowersNextTokenLossAndExportsAModel) {
   TempDir dir;
   make_model_and_shards(dir, "llama");

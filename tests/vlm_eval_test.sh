@@ -143,6 +143,14 @@ printf '%s\n' "run: {dir: $work/vlm-run, seed: 0}" "model: {path: $vl}" \
   "train: {steps: 3, batch_size: 2}" "checkpoint: {every: 3}" > "$work/vlm-recipe.yaml"
 check vlm-train "$retain" train "$work/vlm-recipe.yaml"
 check vlm-export "$retain" export "$work/vlm-run/step-3" --out "$work/vlm-gates.safetensors"
+# Activation checkpointing re-runs the layers in the backward pass: the same losses.
+check vlm-train-checkpointed "$retain" train "$work/vlm-recipe.yaml" run.dir="$work/vlm-ckpt" \
+  train.activation_checkpointing=true
+python3 - "$work/vlm-run/metrics.jsonl" "$work/vlm-ckpt/metrics.jsonl" <<'PY' || { echo "FAIL checkpointed VLM losses differ"; failures=$((failures + 1)); }
+import json, sys
+a, b = ([json.loads(l)["loss"] for l in open(p)] for p in sys.argv[1:])
+assert len(a) == len(b) == 3 and all(abs(x - y) <= 1e-6 for x, y in zip(a, b)), (a, b)
+PY
 # Data parallel: 2 ranks x 2 rows == 1 rank x 4 rows (the same global batch).
 check vlm-train-1rank "$retain" train "$work/vlm-recipe.yaml" run.dir="$work/vlm-one" train.batch_size=4
 check vlm-train-2ranks "$retain" launch --nproc 2 -- train "$work/vlm-recipe.yaml" run.dir="$work/vlm-two" train.batch_size=2

@@ -152,7 +152,8 @@ Trainer::BatchLoss Trainer::forward(const PackedBatch& batch, const LossTokens& 
   if (!batch.images.empty()) images = packed_multimodal_inputs(*model_, batch, *processor_);
   const MultimodalInputs* mm = images ? &*images : nullptr;
   if (scorer_) return scorer_forward(ids, positions, segments, mm, comm);
-  GatedAttentionHook student(gates_.get(), segments);
+  auto student_hook = std::make_shared<GatedAttentionHook>(gates_.get(), segments);
+  GatedAttentionHook& student = *student_hook;
   ForwardContext student_context{nullptr, &student, s_.activation_checkpointing};
   student_context.multimodal = mm;
   auto hidden = model_->forward_hidden(ids, positions, student_context);
@@ -167,6 +168,7 @@ Trainer::BatchLoss Trainer::forward(const PackedBatch& batch, const LossTokens& 
   LossSums sums = base_loss_sums(*model_, hidden, teacher_hidden, ids, segments,
                                  batch.loss_mask.to(device), s_.terms, s_.logit_block);
   BatchLoss out;
+  out.student_hook = student_hook;
   // Each term is normalised by the step's (not the micro-batch's) token count, so accumulation
   // gives the same gradient as one big batch.
   auto kl_n = static_cast<double>(std::max<int64_t>(tokens.kl, 1)),

@@ -67,6 +67,9 @@ class Trainer {
     at::Tensor base;      // averaged base loss
     at::Tensor capacity;  // capacity loss of this micro-batch
     double kl = 0, ntp = 0, mean_beta = 1, live = 0;
+    // The student's hook: with activation checkpointing, the backward pass re-runs each layer
+    // through it, so it must live until backward() has returned.
+    std::shared_ptr<LayerHook> student_hook;
   };
   BatchLoss forward(const PackedBatch& batch, const LossTokens& tokens, bool with_stats,
                     Collectives& comm);
