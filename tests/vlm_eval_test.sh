@@ -13,34 +13,13 @@ work="$2"
 fixtures="$3"
 python="$4"
 rm -rf "$work" && mkdir -p "$work"
-failures=0
+source "$(cd "$(dirname "$0")" && pwd)/cli_checks.sh"
 mmmu="$fixtures/mmmu"
 if [ -f "$mmmu/.skipped" ] && [ ! -f "$mmmu/.complete" ]; then
   echo "skipped: $(cat "$mmmu/.skipped")"  # scripts/gpu-run.sh on a machine without pyarrow/Pillow
   exit 0
 fi
 
-check() {  # check NAME COMMAND... : the command must succeed
-  local name="$1"; shift
-  if ! "$@" > "$work/out.txt" 2> "$work/err.txt"; then
-    echo "FAIL $name: exit $? ($(tail -3 "$work/err.txt"))"; failures=$((failures + 1))
-  else
-    echo "ok   $name"
-  fi
-}
-
-check_error() {  # check_error NAME EXPECTED_TEXT COMMAND... : non-zero exit, message on stderr
-  local name="$1" expected="$2"; shift 2
-  "$@" > "$work/out.txt" 2> "$work/err.txt"
-  local rc=$?
-  if [ $rc -eq 0 ]; then
-    echo "FAIL $name: exited 0"; failures=$((failures + 1))
-  elif ! grep -qF -- "$expected" "$work/err.txt"; then
-    echo "FAIL $name: stderr lacks '$expected': $(cat "$work/err.txt")"; failures=$((failures + 1))
-  else
-    echo "ok   $name (exit $rc)"
-  fi
-}
 
 # Every (policy, budget, question) once in predictions.jsonl, and `eval score` gives scores.json.
 check_run() {  # check_run NAME RUN_DIR BENCHMARK EXPECTED_LINES
