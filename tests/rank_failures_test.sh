@@ -41,8 +41,14 @@ case_run() {
   done
   # Training runs once a step directory exists (keep_last_k prunes old ones: any will do). Up to
   # 120 s: three ranks start LibTorch and train on a loaded 2-core machine during make test.
-  for _ in $(seq 1 1200); do ls -d "$name"/step-* >/dev/null 2>&1 && break; sleep 0.1; done
-  ls -d "$name"/step-* >/dev/null 2>&1 || fail "$name: training did not start"
+  # compgen -G only reads the directory: `ls step-*` raced the pruning (a name globbed, then
+  # removed before ls stat'ed it, failed the check while training ran).
+  local started_training=0
+  for _ in $(seq 1 1200); do
+    compgen -G "$name/step-*" >/dev/null && { started_training=1; break; }
+    sleep 0.1
+  done
+  [ $started_training = 1 ] || fail "$name: training did not start"
   kill -"$signal" "${pids[$victim]}"
   local t0 line=""
   t0=$("$python" -c 'import time; print(time.time())')
