@@ -18,6 +18,18 @@ void add_model_flags(CLI::App* cmd, ModelFlags& flags) {
                   "directory that relative policy gates= paths are resolved against");
 }
 
+void add_tensor_parallel_flags(CLI::App* cmd, ModelFlags& flags) {
+  cmd->add_option("--tp", flags.tensor_parallel,
+                  "tensor parallel: split the model's heads over N ranks started by a launcher "
+                  "(retain launch --nproc N -- ..., torchrun, srun); rank 0 prints")
+      ->check(kPositive)
+      ->capture_default_str();
+  cmd->add_option("--dist-timeout", flags.dist_timeout_s,
+                  "seconds a rank waits for the others (--tp) before failing")
+      ->check(kPositive)
+      ->capture_default_str();
+}
+
 void add_bench_model_flags(CLI::App* cmd, BenchModelOptions& o) {
   auto* dir =
       cmd->add_option("--model", o.model_dir, "HuggingFace model directory (instead of --preset)");

@@ -59,6 +59,7 @@ void register_generate(CLI::App& app, Commands& commands) {
   cmd->add_option("--gates", o->gates, "gate file for trimkv / dbtrimkv");
   cmd->add_option("--chunk", o->chunk, "prefill chunk in tokens (0: the whole prompt)")
       ->check(kNonNegative);
+  add_tensor_parallel_flags(cmd, o->model);
   commands.add(cmd, [o] { return run_generate_command(*o); });
 }
 

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "dist/collectives.h"
 #include "kernels/decode_attention.h"
 
 namespace retain {
@@ -303,7 +304,7 @@ at::Tensor BudgetedKvCache::votes(int64_t layer, const at::Tensor& q, const at::
     auto visible = (k_pos >= 0).logical_and(k_pos <= q_pos);
     auto probs = at::softmax(scores.masked_fill(visible.logical_not(), -kInf), -1).nan_to_num(0);
     // Summed over the group's heads and the voting queries: (B, Hk, S).
-    return g.policy->shape_votes(probs.sum(2), {entry_positions, group_q_positions});
+    return g.policy->shape_votes(probs.sum(2), {entry_positions, group_q_positions, tp_});
   });
 }
 
@@ -444,15 +445,20 @@ void BudgetedKvCache::evict_below_threshold() {
 
 void BudgetedKvCache::evict_global(const at::Tensor& keep, const at::Tensor& trigger) {
   const int64_t hk = model_.num_kv_heads, nl = model_.num_layers;
+  // The pool spans every KV head of the model: under tensor parallelism the group's ranks rank
+  // their entries together.
+  const int64_t pool_heads = model_.global_kv_heads();
+  Collectives* group = tp_ != nullptr && tp_->world() > 1 ? tp_ : nullptr;
   for (const auto& l : layers_)
     if (!l.keys.defined()) return;  // before the first step
   auto total = at::zeros_like(layers_[0].length.select(1, 0));
   for (const auto& l : layers_) total += l.length.sum(1);
+  if (group != nullptr) group->all_reduce_sum(total);
   // Only the sequences over their global trigger are cut back; the others keep everything.
-  auto over = total > trigger * (nl * hk);  // (B,)
+  auto over = total > trigger * (nl * pool_heads);  // (B,)
   if (!over.any().item<bool>()) return;
   // Scores of every entry of a sequence, across layers and heads, in one row per sequence.
-  std::vector<at::Tensor> flat;
+  std::vector<at::Tensor> scored;
   std::vector<int64_t> widths;
   for (int64_t li = 0; li < nl; ++li) {
     auto score = scores(li);
@@ -464,19 +470,51 @@ void BudgetedKvCache::evict_global(const at::Tensor& keep, const at::Tensor& tri
       score = at::where(score > -kInf, score + bonus, score);
     }
     widths.push_back(score.size(2));
+    scored.push_back(score);
+  }
+  // Each layer's block is (heads, width) with width = its longest live head; under tensor
+  // parallelism the group's widths are padded to the longest rank's (-inf: empty slots), so the
+  // blocks, gathered rank after rank within each layer, order the entries as one process would
+  // (layer, head, slot) and ties fall the same way.
+  std::vector<int64_t> padded = widths;
+  if (group != nullptr) {
+    auto all = all_gather_cat(*group, at::tensor(widths, at::kLong).unsqueeze(0), 0);
+    auto longest = std::get<0>(all.max(0));
+    for (int64_t li = 0; li < nl; ++li) padded[li] = longest[li].item<int64_t>();
+  }
+  std::vector<at::Tensor> flat;
+  for (int64_t li = 0; li < nl; ++li) {
+    auto score = scored[li];
+    if (padded[li] > widths[li])
+      score = at::constant_pad_nd(score, {0, padded[li] - widths[li]}, -kInf);
     flat.push_back(score.reshape({score.size(0), -1}));
   }
-  auto keep_all = top_k_mask(at::cat(flat, 1), keep * (nl * hk));
+  auto pool = at::cat(flat, 1);  // (B, sum_l hk padded_l): this rank's blocks
+  const int64_t ranks = group != nullptr ? group->world() : 1;
+  if (group != nullptr) {
+    // Rank-major after the gather; reordered layer-major, rank by rank within a layer.
+    auto gathered = all_gather_cat(*group, pool, 1).view({pool.size(0), ranks, pool.size(1)});
+    std::vector<at::Tensor> by_layer;
+    int64_t offset = 0;
+    for (int64_t li = 0; li < nl; ++li) {
+      by_layer.push_back(gathered.narrow(2, offset, hk * padded[li]).reshape({pool.size(0), -1}));
+      offset += hk * padded[li];
+    }
+    pool = at::cat(by_layer, 1);
+  }
+  auto keep_all = top_k_mask(pool, keep * (nl * pool_heads));
   keep_all = at::where(over.unsqueeze(-1), keep_all, at::ones_like(keep_all));
+  const int64_t rank = group != nullptr ? group->rank() : 0;
   int64_t offset = 0;
   for (int64_t li = 0; li < nl; ++li) {
     Layer& l = layers_[li];
-    const int64_t s = widths[li];
-    auto kept = keep_all.narrow(1, offset, hk * s)
-                    .view({-1, hk, s})
+    const int64_t s = widths[li], block = hk * padded[li];
+    auto kept = keep_all.narrow(1, offset + rank * block, block)
+                    .view({-1, hk, padded[li]})
+                    .narrow(2, 0, s)
                     .logical_and(l.positions.narrow(2, 0, s) >= 0);
     compact(l, kept);
-    offset += hk * s;
+    offset += ranks * block;
   }
 }
 
@@ -545,7 +583,20 @@ KvCache::AttendedEntries BudgetedKvCache::attended_entries() const {
   return out;
 }
 
+void BudgetedKvCache::bind_tensor_parallel(Collectives* group) {
+  if (tp_ == group) return;
+  RETAIN_CHECK(spec_.allocation.kind != BudgetAllocation::Kind::kAdaKV, "--policy ", spec_.name(),
+               ": alloc=adakv pools a layer's heads, which tensor ",
+               "parallelism splits over ranks; use alloc=uniform or pyramid, or --tp 1");
+  RETAIN_CHECK(!spec_.needs_scorer(), "--policy ", spec_.name(),
+               ": learned scorers read every head of a layer; run them with --tp 1");
+  tp_ = group;
+}
+
 bool BudgetedKvCache::begin_static_decode() {
+  // Static steps decide eviction from host-side counts of this rank's heads alone; a tensor-
+  // parallel group must decide together, as the eager steps do.
+  if (tp_ != nullptr && tp_->world() > 1) return false;
   if (!policy().static_decode() || !seen_.defined()) return false;
   for (const auto& l : layers_)
     if (!l.keys.defined()) return false;

@@ -76,6 +76,11 @@ class BudgetedKvCache : public KvCache {
   bool frozen() const { return frozen_; }
 
   void end_prefill() override { protect_.clear(); }
+  // Under tensor parallelism each rank's cache holds its slice of the KV heads: per-head policies
+  // need nothing more, dbtrimkv ranks its pool over the group (identical survivors to one process:
+  // the gathered scores are ordered as one process orders them), adakv and learned scorers are
+  // refused.
+  void bind_tensor_parallel(Collectives* group) override;
   void protect_from(const std::vector<int64_t>& positions) override { protect_ = positions; }
 
   // Measured before each eviction, and now.
@@ -171,8 +176,9 @@ class BudgetedKvCache : public KvCache {
                    bool window) const;
   void evict_below_threshold();
 
-  ModelConfig model_;
+  ModelConfig model_;  // this rank's shapes (a tensor-parallel slice of the KV heads)
   PolicySpec spec_;
+  Collectives* tp_ = nullptr;     // the tensor-parallel group, bound by the model
   std::vector<int64_t> budgets_;  // per sequence, or one for all
   std::vector<PolicyGroup> groups_;
   int64_t capacity_;

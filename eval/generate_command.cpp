@@ -84,6 +84,11 @@ int run_generate_command(const GenerateCommandOptions& o) {
       make_kv_cache(model.config(), policy, o.budget, longest, chunk, m.learned_for(policy));
   sampling.prefill_chunk = chunk;
   auto results = generate_batch(model, prompts, *cache, sampling, rows);
+  // --tp: every rank generated the same tokens (the logits are summed over the group); rank 0
+  // reports. KV bytes are this rank's slice of the heads. Rank 0 hosts the store: it leaves only
+  // once every rank is done with it.
+  if (m.world) m.world->shutdown();
+  if (!m.leader()) return 0;
   const int64_t peak = cache->peak_bytes();
 
   for (size_t i = 0; i < results.size(); ++i) {

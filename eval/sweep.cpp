@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/log.h"
+#include "dist/parallel_groups.h"
 
 namespace retain {
 
@@ -36,9 +37,24 @@ EvalModel load_eval_model(const ModelFlags& flags, const std::string& gates_file
   ModelConfig config = ModelConfig::load(flags.model_dir);
   c10::Device device = resolve_device(flags.device);
   LoadOptions load{resolve_dtype(flags.dtype, device, config.dtype), device};
-  log_info("loading ", flags.model_dir, " (", config.model_type, ", ", config.num_layers,
-           " layers) on ", device.str(), " in ", c10::toString(load.dtype));
   EvalModel m;
+  if (flags.tensor_parallel > 1) {
+    const DistEnv env = detect_dist_env();
+    RETAIN_CHECK(env.world == flags.tensor_parallel, "--tp ", flags.tensor_parallel, " needs ",
+                 flags.tensor_parallel, " ranks started by a launcher (retain launch --nproc ",
+                 flags.tensor_parallel, " -- ..., torchrun, srun); found WORLD_SIZE ", env.world);
+    // One GPU per rank, as in training.
+    if (device.is_cuda()) device = c10::Device(c10::kCUDA, env.local_rank);
+    load.device = device;
+    ParallelGroups groups = make_parallel_groups(
+        env, device, std::chrono::seconds(flags.dist_timeout_s), flags.tensor_parallel);
+    m.world = groups.world;
+    load.tensor_parallel = groups.tp;
+  }
+  log_info("loading ", flags.model_dir, " (", config.model_type, ", ", config.num_layers,
+           " layers) on ", device.str(), " in ", c10::toString(load.dtype),
+           flags.tensor_parallel > 1 ? str_cat(", tensor parallel ", flags.tensor_parallel)
+                                     : std::string());
   m.model = std::make_unique<Decoder>(Decoder::load(flags.model_dir, load));
   if (with_tokenizer) m.tokenizer = load_tokenizer(flags.model_dir);
   if (!gates_file.empty()) m.gates = load_gate_file(gates_file, m.model->config(), device);

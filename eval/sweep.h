@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/json.h"
+#include "dist/collectives.h"
 #include "eval/policies/policy_registry.h"
 #include "gates/gate_bank.h"
 #include "model/decoder.h"
@@ -32,10 +33,17 @@ struct ModelFlags {
   // Relative "policy:gates=FILE" paths are resolved against this directory (default: the
   // working directory), so a sweep's recipe can name gate files by their place in a run.
   std::string gates_dir;
+  // --tp N: the model's heads split over N ranks started by a launcher (retain launch, torchrun,
+  // srun), WORLD_SIZE == N; rank 0 prints. 1: one process.
+  int tensor_parallel = 1;
+  int dist_timeout_s = 600;
 };
 
 struct EvalModel {
   std::unique_ptr<Decoder> model;
+  std::shared_ptr<Collectives> world;  // --tp N: every rank (null for one process)
+  // Whether this process reports (prints, writes results): rank 0 of a tensor-parallel run.
+  bool leader() const { return !world || world->rank() == 0; }
   std::unique_ptr<Tokenizer> tokenizer;                           // null when not asked for
   std::unique_ptr<GateBank> gates;                                // null without --gates
   std::map<std::string, std::unique_ptr<GateBank>> policy_gates;  // "policy:gates=FILE" files

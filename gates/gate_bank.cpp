@@ -40,7 +40,7 @@ GateBank::GateBank(const GateConfig& config, const ModelConfig& model, at::Devic
                    uint64_t seed)
     : config_(config), activation_(model.activation) {
   config_.validate("gates");
-  const int64_t d = model.hidden_size, r = config.width, hk = model.num_kv_heads;
+  const int64_t d = model.hidden_size, r = config.width, hk = model.global_kv_heads();
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   auto opts = at::TensorOptions().dtype(at::kFloat);
   // Drawn on the CPU in a fixed order so every device and rank starts from the same weights.
@@ -94,6 +94,12 @@ at::Tensor GateBank::log_beta(int64_t layer, const at::Tensor& hidden) const {
   if (g.w2.defined()) h = activate(activation_, at::linear(h, g.w2, g.b2));
   auto logits = at::linear(h, g.w_out) + g.bias;                // (B, T, Hk)
   return at::log_sigmoid(logits).transpose(1, 2).contiguous();  // (B, Hk, T)
+}
+
+at::Tensor GateBank::local_heads(const at::Tensor& log_beta, const LayerTensors& t) {
+  const int64_t heads = t.k.size(1);
+  if (t.kv_head_offset == 0 && heads == log_beta.size(1)) return log_beta;
+  return log_beta.narrow(1, t.kv_head_offset, heads).contiguous();
 }
 
 std::vector<at::Tensor> GateBank::parameters() const { return tensors_of(params_); }

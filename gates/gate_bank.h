@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/json.h"
+#include "model/layer_hook.h"
 #include "model/model_config.h"
 
 namespace retain {
@@ -41,10 +42,15 @@ struct GateConfig {
 
 class GateBank {
  public:
+  // `model` may be a tensor-parallel shard: the gates still cover the whole model's KV heads.
   GateBank(const GateConfig& config, const ModelConfig& model, at::Device device, uint64_t seed);
 
-  // hidden: (B, T, d) -> log beta (B, Hk, T) in fp32 (<= 0).
+  // hidden: (B, T, d) -> log beta (B, Hk, T) in fp32 (<= 0), for every KV head of the model
+  // (gates are replicated under tensor parallelism: the same parameters on every rank).
   at::Tensor log_beta(int64_t layer, const at::Tensor& hidden) const;
+  // The rows of the KV heads a layer's k/v hold: all of log_beta, or under tensor parallelism
+  // this rank's slice (t.kv_head_offset, as many as t.k has).
+  static at::Tensor local_heads(const at::Tensor& log_beta, const LayerTensors& t);
 
   const GateConfig& config() const { return config_; }
   int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }

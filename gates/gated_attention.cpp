@@ -11,7 +11,8 @@ at::Tensor GatedAttentionHook::attend(const LayerTensors& t) {
   at::Tensor log_beta = gates_->log_beta(t.layer, t.hidden);
   if (static_cast<int64_t>(log_betas_.size()) <= t.layer) log_betas_.resize(t.layer + 1);
   log_betas_[t.layer] = log_beta;
-  return retention_attention(t.q, t.k, t.v, log_beta, t.positions, segments_);
+  return retention_attention(t.q, t.k, t.v, GateBank::local_heads(log_beta, t), t.positions,
+                             segments_);
 }
 
 at::Tensor GatedAttentionHook::plain_attention(const LayerTensors& t) {

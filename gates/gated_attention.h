@@ -23,7 +23,8 @@ class GatedAttentionHook : public LayerHook {
   std::vector<at::Tensor> layer_outputs(int64_t layer) override;
   void set_layer_outputs(int64_t layer, std::vector<at::Tensor> outputs) override;
 
-  // Per layer, the log beta of the last forward (B, Hk, T); empty without gates.
+  // Per layer, the log beta of the last forward (B, Hk, T), every KV head of the model (also under
+  // tensor parallelism, where attention reads this rank's slice); empty without gates.
   const std::vector<at::Tensor>& log_betas() const { return log_betas_; }
 
  private:

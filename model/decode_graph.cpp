@@ -51,7 +51,10 @@ struct DecodeGraph::Impl {
 };
 
 bool DecodeGraph::available(const Decoder& model) {
-  return model.device().is_cuda() && model.config().rope.type != RopeType::kDynamic;
+  // A tensor-parallel step all-reduces through c10d between kernels: replayed eagerly (a graph
+  // would need NCCL's capture-safe collectives, not built here).
+  return model.device().is_cuda() && model.config().rope.type != RopeType::kDynamic &&
+         model.config().tp.size == 1;
 }
 
 DecodeGraph::DecodeGraph(const Decoder& model, KvCache& cache, int64_t batch)

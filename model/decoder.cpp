@@ -11,10 +11,12 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/safetensors.h"
+#include "dist/collectives.h"
 #include "kernels/fused_ops.h"
 #include "model/activation.h"
 #include "model/attention.h"
 #include "model/rope.h"
+#include "model/tensor_parallel.h"
 #include "model/vision/mrope.h"
 #include "model/vision/vision_tower.h"
 
@@ -52,8 +54,25 @@ std::vector<ParamSpec> decoder_param_specs(const ModelConfig& c) {
   return specs;
 }
 
+namespace {
+
+// Which slice of a whole-model tensor of shape `whole` a shard of shape `local` is: the one dim
+// they differ in (rows of column-parallel, columns of row-parallel projections), or -1 (a
+// replicated tensor).
+int64_t sharded_dim(const std::vector<int64_t>& whole, const std::vector<int64_t>& local) {
+  for (size_t d = 0; d < whole.size(); ++d)
+    if (whole[d] != local[d]) return static_cast<int64_t>(d);
+  return -1;
+}
+
+}  // namespace
+
 Decoder Decoder::load(const fs::path& model_dir, const LoadOptions& options) {
   ModelConfig config = ModelConfig::load(model_dir);
+  const ModelConfig whole = config;
+  if (options.tensor_parallel)
+    config = config.shard(options.tensor_parallel->rank(), options.tensor_parallel->world(),
+                          (model_dir / "config.json").string());
   auto ckpt = SafetensorsCheckpoint::open_dir(model_dir);
   std::string vision_prefix;
   if (config.multimodal) {
@@ -66,14 +85,25 @@ Decoder Decoder::load(const fs::path& model_dir, const LoadOptions& options) {
   }
   auto tensor_options = at::TensorOptions().dtype(options.dtype).device(options.device);
   std::vector<std::pair<std::string, at::Tensor>> params;
-  for (const auto& spec : decoder_param_specs(config)) {
+  ModelConfig whole_named = whole;
+  whole_named.weight_prefix = config.weight_prefix;
+  // The shard's specs and the whole model's come in the same order, name for name.
+  const auto specs = decoder_param_specs(config), whole_specs = decoder_param_specs(whole_named);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const ParamSpec& spec = specs[i];
     const StTensorInfo& info = ckpt.info(spec.name);
-    RETAIN_CHECK(info.shape == spec.shape, ckpt.where(), ": tensor '", spec.name, "' has shape ",
-                 at::IntArrayRef(info.shape), " but config.json implies ",
-                 at::IntArrayRef(spec.shape));
-    // One copy, from the mapped file straight into the target dtype and device.
+    RETAIN_CHECK(info.shape == whole_specs[i].shape, ckpt.where(), ": tensor '", spec.name,
+                 "' has shape ", at::IntArrayRef(info.shape), " but config.json implies ",
+                 at::IntArrayRef(whole_specs[i].shape));
+    // One copy, from the mapped file straight into the target dtype and device; a shard copies
+    // only its slice (a view of the mapping).
+    at::Tensor stored = ckpt.tensor(spec.name);
+    const int64_t dim = sharded_dim(whole_specs[i].shape, spec.shape);
+    if (dim >= 0)
+      stored = stored.narrow(dim, spec.shape[static_cast<size_t>(dim)] * config.tp.rank,
+                             spec.shape[static_cast<size_t>(dim)]);
     auto param = at::empty(spec.shape, tensor_options);
-    param.copy_(ckpt.tensor(spec.name));
+    param.copy_(stored);
     params.emplace_back(spec.name, param);
   }
   std::unordered_set<std::string> used{"lm_head.weight"};  // a tied head may still be stored
@@ -94,7 +124,13 @@ Decoder Decoder::load(const fs::path& model_dir, const LoadOptions& options) {
   return m;
 }
 
-Decoder Decoder::random(const ModelConfig& config, const LoadOptions& options, uint64_t seed) {
+Decoder Decoder::random(const ModelConfig& whole, const LoadOptions& options, uint64_t seed) {
+  ModelConfig config = whole;
+  if (options.tensor_parallel) {
+    config = whole.shard(options.tensor_parallel->rank(), options.tensor_parallel->world(),
+                         "init-model preset " + whole.model_type);
+    seed += static_cast<uint64_t>(config.tp.rank);
+  }
   auto tensor_options = at::TensorOptions().dtype(options.dtype).device(options.device);
   // The device's own generator, so a 4B model's weights are drawn where they live and never pass
   // through host memory; seeded here, so a run is repeatable on its device.
@@ -130,6 +166,7 @@ Decoder Decoder::assemble(ModelConfig config, const LoadOptions& options,
   Decoder m;
   m.config_ = std::move(config);
   m.options_ = options;
+  m.tp_ = options.tensor_parallel;
   m.params_ = std::move(params);
   std::unordered_map<std::string, at::Tensor> by_name(m.params_.begin(), m.params_.end());
   auto get = [&](const std::string& name) {
@@ -195,7 +232,12 @@ at::Tensor Decoder::mlp(const Layer& layer, const at::Tensor& x) const {
       gate = at::relu(gate);
       break;
   }
-  return at::linear(gate * at::linear(x, layer.up_w, layer.up_b), layer.down_w, layer.down_b);
+  if (!tp_)
+    return at::linear(gate * at::linear(x, layer.up_w, layer.up_b), layer.down_w, layer.down_b);
+  // Row-parallel down_proj: the partial products are summed, then the bias is added once.
+  auto out = tensor_parallel_reduce(
+      *tp_, at::linear(gate * at::linear(x, layer.up_w, layer.up_b), layer.down_w));
+  return layer.down_b.defined() ? out + layer.down_b : out;
 }
 
 at::Tensor Decoder::run_layer(int64_t l, const at::Tensor& x, const at::Tensor& cos,
@@ -205,6 +247,7 @@ at::Tensor Decoder::run_layer(int64_t l, const at::Tensor& x, const at::Tensor& 
   const Layer& layer = layers_[l];
   const int64_t b = x.size(0), t = x.size(1);
   auto h = rms_norm(x, layer.input_norm);
+  if (tp_) h = tensor_parallel_enter(*tp_, h);
   auto q = at::linear(h, layer.q_w, layer.q_b).view({b, t, c.num_heads, c.head_dim});
   auto k = at::linear(h, layer.k_w, layer.k_b).view({b, t, c.num_kv_heads, c.head_dim});
   auto v = at::linear(h, layer.v_w, layer.v_b).view({b, t, c.num_kv_heads, c.head_dim});
@@ -217,11 +260,12 @@ at::Tensor Decoder::run_layer(int64_t l, const at::Tensor& x, const at::Tensor& 
   k = apply_rope(k.transpose(1, 2), cos, sin);  // (B, Hk, T, D)
   v = v.transpose(1, 2);
   at::Tensor a;
+  const LayerTensors tensors{l, h, q, k, v, positions, q_before_rope, c.kv_head_offset()};
   if (context.hook != nullptr) {
-    a = context.hook->attend({l, h, q, k, v, positions, q_before_rope});
+    a = context.hook->attend(tensors);
   } else {
     const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
-    if (context.cache != nullptr) context.cache->observe({l, h, q, k, v, positions, q_before_rope});
+    if (context.cache != nullptr) context.cache->observe(tensors);
     KvEntries entries = context.cache != nullptr ? context.cache->append(l, k, v, positions)
                                                  : KvEntries{k, v, positions.unsqueeze(1)};
     a = context.cache != nullptr
@@ -230,8 +274,17 @@ at::Tensor Decoder::run_layer(int64_t l, const at::Tensor& x, const at::Tensor& 
                         c.sliding_window[l]);
   }
   a = a.transpose(1, 2).reshape({b, t, c.num_heads * c.head_dim});
-  auto out = x + at::linear(a, layer.o_w, layer.o_b);
-  return out + mlp(layer, rms_norm(out, layer.post_norm));
+  at::Tensor out;
+  if (tp_) {
+    // Row-parallel o_proj: the partial products are summed, then the bias is added once.
+    auto o = tensor_parallel_reduce(*tp_, at::linear(a, layer.o_w));
+    out = x + (layer.o_b.defined() ? o + layer.o_b : o);
+  } else {
+    out = x + at::linear(a, layer.o_w, layer.o_b);
+  }
+  auto h2 = rms_norm(out, layer.post_norm);
+  if (tp_) h2 = tensor_parallel_enter(*tp_, h2);
+  return out + mlp(layer, h2);
 }
 
 at::Tensor Decoder::forward_hidden(const at::Tensor& input_ids, const at::Tensor& positions,
@@ -242,6 +295,7 @@ at::Tensor Decoder::forward_hidden(const at::Tensor& input_ids, const at::Tensor
                input_ids.sizes(), " and ", positions.sizes());
   RETAIN_CHECK(context.hook == nullptr || context.cache == nullptr,
                "Decoder::forward: a layer hook and a KV cache cannot be used together");
+  if (tp_ && context.cache != nullptr) context.cache->bind_tensor_parallel(tp_.get());
   auto ids = input_ids.to(options_.device, at::kLong);
   auto pos = positions.to(options_.device, at::kLong);
   if (!context.ids_checked) {

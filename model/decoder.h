@@ -62,9 +62,16 @@ struct ForwardContext {
   const MultimodalInputs* multimodal = nullptr;
 };
 
+class Collectives;  // dist/collectives.h
+
 struct LoadOptions {
   at::ScalarType dtype = at::kFloat;
   at::Device device = at::kCPU;
+  // Tensor parallelism (model/tensor_parallel.h): this process loads only its slice of every
+  // projection (q/k/v and gate/up rows, o/down columns), straight from the safetensors, and the
+  // group sums the row-parallel products. Embeddings, norms, the LM head and a vision tower are
+  // replicated. Null: the whole model.
+  std::shared_ptr<Collectives> tensor_parallel = nullptr;
 };
 
 class Decoder {
@@ -74,6 +81,8 @@ class Decoder {
   // Random weights (N(0, 0.02) matrices, unit norms, zero biases) made on the target device: for
   // benchmarks of public shapes (init-model presets) without writing gigabytes to disk. Draws from
   // the device's default generator after seeding it with `seed` (so it reseeds that generator).
+  // Under tensor parallelism each rank draws only its own slice (seeded with seed + its rank), so
+  // the weights differ from a single process's: for speed and memory, not for parity.
   static Decoder random(const ModelConfig& config, const LoadOptions& options, uint64_t seed);
 
   // hidden: (B, T, d) after the final norm. positions: (B, T), -1 marks padding.
@@ -91,16 +100,22 @@ class Decoder {
     return logits(forward_hidden(input_ids, positions, cache));
   }
 
+  // This process's shapes: under tensor parallelism one slice of the heads and MLP rows
+  // (config().tp says which); config().unsharded() is the whole model's.
   const ModelConfig& config() const { return config_; }
+  // The tensor-parallel group (null for the whole model on one process).
+  Collectives* tensor_parallel() const { return tp_.get(); }
   // The vision tower of a vision-language model (loaded with it); null for a text model.
   const VisionTower* vision() const { return vision_.get(); }
   at::ScalarType dtype() const { return options_.dtype; }
   at::Device device() const { return options_.device; }
-  // HF names; a tied LM head appears once, as the embedding.
+  // HF names; a tied LM head appears once, as the embedding. Under tensor parallelism, this
+  // rank's slices.
   const std::vector<std::pair<std::string, at::Tensor>>& named_parameters() const {
     return params_;
   }
-  // Bytes of every weight once (a tied LM head counted once): what one decode step reads.
+  // Bytes of every weight once (a tied LM head counted once): what one decode step reads (this
+  // rank's under tensor parallelism).
   int64_t weight_bytes() const;
   // Turns gradients on for every parameter (train.trainable: base) or off (the frozen default).
   void set_trainable(bool trainable);
@@ -125,6 +140,7 @@ class Decoder {
   at::Tensor mrope_axis_;  // (D/2,) which position axis each rotary frequency follows
   std::vector<Layer> layers_;
   std::vector<std::pair<std::string, at::Tensor>> params_;
+  std::shared_ptr<Collectives> tp_;
 };
 
 // HF-style positions for a left- or right-padded batch: cumsum(mask) - 1 where mask is 1, else -1.

@@ -19,6 +19,8 @@
 
 namespace retain {
 
+class Collectives;  // dist/collectives.h
+
 struct KvEntries {
   at::Tensor keys;       // (B, Hk, S, D)
   at::Tensor values;     // (B, Hk, S, D)
@@ -61,6 +63,11 @@ class KvCache {
 
   // Called by generation when the prompt has been read and decoding starts.
   virtual void end_prefill() {}
+
+  // Under tensor parallelism the model hands its group before each step: the cache holds this
+  // rank's slice of the KV heads, and a policy ranking entries across heads exchanges its scores
+  // through `group`. A cache that keeps heads apart needs nothing.
+  virtual void bind_tensor_parallel(Collectives* /*group*/) {}
 
   // Static decode: one token per sequence per step with buffers, shapes and device-side state that
   // do not change between steps, and no device-to-host reads inside a step, so the step can be

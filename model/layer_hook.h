@@ -21,6 +21,9 @@ struct LayerTensors {
   const at::Tensor& v;
   const at::Tensor& positions;
   const at::Tensor& q_before_rope;
+  // Under tensor parallelism k and v hold one slice of the KV heads: the model's index of its first
+  // head (what gates, seeded scores and anything else keyed by head use). 0 otherwise.
+  int64_t kv_head_offset = 0;
 };
 
 class LayerHook {

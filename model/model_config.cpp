@@ -279,7 +279,36 @@ ModelConfig ModelConfig::load(const fs::path& model_dir) {
   return from_json(read_json_file(path), path.string());
 }
 
+ModelConfig ModelConfig::shard(int rank, int size, const std::string& where) const {
+  RETAIN_CHECK(tp.size == 1, "internal: sharding an already sharded config");
+  RETAIN_CHECK(size >= 1 && rank >= 0 && rank < size, "internal: tensor parallel rank ", rank,
+               " of ", size);
+  for (auto [what, count] : {std::pair{"num_attention_heads", num_heads},
+                             {"num_key_value_heads", num_kv_heads},
+                             {"intermediate_size", intermediate_size}})
+    RETAIN_CHECK(count % size == 0, where, ": tensor parallel size ", size, " must divide ", what,
+                 " (", count, "): each rank holds 1/", size,
+                 " of every layer's heads; pick a size that divides ", num_heads, " query heads, ",
+                 num_kv_heads, " KV heads and ", intermediate_size, " MLP rows");
+  ModelConfig local = *this;
+  local.num_heads /= size;
+  local.num_kv_heads /= size;
+  local.intermediate_size /= size;
+  local.tp = {rank, size};
+  return local;
+}
+
+ModelConfig ModelConfig::unsharded() const {
+  ModelConfig whole = *this;
+  whole.num_heads *= tp.size;
+  whole.num_kv_heads *= tp.size;
+  whole.intermediate_size *= tp.size;
+  whole.tp = {};
+  return whole;
+}
+
 std::string ModelConfig::fingerprint() const {
+  if (tp.size > 1) return unsharded().fingerprint();
   std::string canonical = str_cat(
       model_type, "|", vocab_size, "|", hidden_size, "|", intermediate_size, "|", num_layers, "|",
       num_heads, "|", num_kv_heads, "|", head_dim, "|", rms_norm_eps, "|", hidden_act, "|",

@@ -38,6 +38,13 @@ struct RopeConfig {
 
 struct MultimodalConfig;  // model/vision/vision_config.h
 
+// Tensor parallelism: process `rank` of a group of `size` holds one contiguous slice of every
+// layer's query heads, KV heads and MLP rows (a ModelConfig's counts are then that slice's).
+struct TensorParallelShard {
+  int rank = 0;
+  int size = 1;
+};
+
 struct ModelConfig {
   // llama | mistral | qwen2 | qwen3, or a vision-language model whose decoder is a qwen2
   // (qwen2_5_vl) or qwen3 (qwen3_vl) decoder.
@@ -70,13 +77,24 @@ struct ModelConfig {
   // Set for vision-language models: the vision tower and the multimodal rotary layout.
   std::shared_ptr<const MultimodalConfig> multimodal;
 
+  // Set by shard(): this config's num_heads, num_kv_heads and intermediate_size are one slice.
+  TensorParallelShard tp;
+
   int64_t kv_groups() const { return num_heads / num_kv_heads; }
+  // Every KV head of the model, and the model's index of this slice's first one.
+  int64_t global_kv_heads() const { return num_kv_heads * tp.size; }
+  int64_t kv_head_offset() const { return num_kv_heads * tp.rank; }
+  // The slice of process `rank` of `size`: heads, KV heads and MLP rows divided by `size` (a
+  // clear error naming `where` when one does not divide). Needs an unsharded config.
+  ModelConfig shard(int rank, int size, const std::string& where) const;
+  // The whole model's shapes (itself when not sharded).
+  ModelConfig unsharded() const;
 
   static ModelConfig from_json(const Json& json, const std::string& where);
   static ModelConfig load(const fs::path& model_dir);
 
   // A stable hash of everything that defines the computation (hex sha-like string); gate files
-  // carry it so they are never loaded onto a different base model.
+  // carry it so they are never loaded onto a different base model. A shard hashes as the whole.
   std::string fingerprint() const;
 };
 

@@ -183,6 +183,10 @@ const std::vector<RecipeKey>& recipe_schema() {
       {"dist.timeout_s", "600",
        "seconds a rank waits for the others in a collective before failing",
        positive(&TrainSettings::timeout_s)},
+      {"dist.tensor_parallel", "1",
+       "ranks sharing one copy of the frozen base (heads and MLP rows split over them; "
+       "consecutive ranks, so one node); the world is tensor_parallel x data-parallel ranks",
+       positive(&TrainSettings::tensor_parallel)},
   };
   return kSchema;
 }

@@ -34,6 +34,7 @@ struct TrainSettings {
   std::string resume;
   bool log_samples;
   int64_t timeout_s;
+  int64_t tensor_parallel;
 };
 
 TrainSettings read_settings(const Config& recipe);

@@ -72,7 +72,19 @@ void Trainer::setup() {
                  " ranks per node, or set model.device=cpu to train on the CPU");
     device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env_.local_rank));
   }
-  comm_ = make_collectives(env_, device, std::chrono::seconds(s_.timeout_s));
+  {
+    ParallelGroups groups = make_parallel_groups(env_, device, std::chrono::seconds(s_.timeout_s),
+                                                 static_cast<int>(s_.tensor_parallel));
+    comm_ = groups.world;
+    tp_ = groups.tp;
+    dp_ = groups.dp;
+  }
+  // Tensor parallelism trains replicated gates: every rank's gradient holds its own heads' share,
+  // and the world all-reduce adds them. A scorer reads every head's q/k/v, and a trained base's
+  // shards would need their own optimizer shards: both are refused.
+  RETAIN_CHECK(tp_->world() == 1 || (!s_.train_base && !s_.train_scorer()), recipe_.where(),
+               ": dist.tensor_parallel ", s_.tensor_parallel,
+               " trains retention gates only (train.trainable: gates), not '", s_.trainable, "'");
   const std::string resolved = recipe_.dump();
   recipe_sha_ = recipe_hash(recipe_);
   if (leader()) {
@@ -84,6 +96,7 @@ void Trainer::setup() {
   at::manual_seed(s_.seed * 1000003ull + static_cast<uint64_t>(env_.rank));
   ModelConfig model_config = ModelConfig::load(s_.model_dir);
   LoadOptions load{resolve_dtype(s_.dtype, device, model_config.dtype), device};
+  if (tp_->world() > 1) load.tensor_parallel = tp_;
   model_ = std::make_unique<Decoder>(Decoder::load(s_.model_dir, load));
   if (s_.train_base) {
     model_->set_trainable(true);
@@ -101,7 +114,7 @@ void Trainer::setup() {
                    ") differs from the recipe's (", s_.gates.to_json().dump(), ")");
       for (auto& p : gates_->parameters()) p.requires_grad_(true);
     } else {
-      gates_ = std::make_unique<GateBank>(s_.gates, model_config, device, s_.seed);
+      gates_ = std::make_unique<GateBank>(s_.gates, model_->config(), device, s_.seed);
     }
   }
   const std::string sha = tokenizer_sha256(s_.model_dir);
@@ -137,8 +150,11 @@ void Trainer::setup() {
              : s_.train_scorer() ? s_.trainable + " scorer"
                                  : "gates only",
              ") on ", data_->size(), " sequences of ", s_.seq_len, " tokens (", data_->num_tokens(),
-             " tokens) on ", device.str(), ", ", comm_->name(), ", global batch ",
-             s_.batch_size * s_.grad_accum * comm_->world(), " sequences");
+             " tokens) on ", device.str(), ", ", comm_->name(),
+             tp_->world() > 1 ? str_cat(" (tensor parallel ", tp_->world(), " x data parallel ",
+                                        dp_->world(), ")")
+                              : std::string(),
+             ", global batch ", s_.batch_size * s_.grad_accum * dp_->world(), " sequences");
 }
 
 Trainer::BatchLoss Trainer::forward(const PackedBatch& batch, const LossTokens& tokens,
@@ -256,8 +272,8 @@ StepStats Trainer::train_step(int64_t step, bool with_stats) {
   LossTokens tokens;
   for (int64_t m = 0; m < s_.grad_accum; ++m) {
     std::vector<int64_t> epochs;
-    auto ids =
-        sampler_->next(s_.batch_size * comm_->world(), comm_->rank(), comm_->world(), &epochs);
+    // The ranks of a tensor-parallel group read the same sequences.
+    auto ids = sampler_->next(s_.batch_size * dp_->world(), dp_->rank(), dp_->world(), &epochs);
     if (samples_.is_open())
       for (size_t i = 0; i < ids.size(); ++i)
         samples_ << step + 1 << " " << epochs[i] << " " << ids[i] << "\n";
@@ -271,18 +287,24 @@ StepStats Trainer::train_step(int64_t step, bool with_stats) {
     // Losses are normalised by the token counts of the whole global batch.
     auto counts =
         at::tensor({static_cast<double>(tokens.kl), static_cast<double>(tokens.ntp)}, at::kDouble);
-    comm_->all_reduce_sum(counts);
+    dp_->all_reduce_sum(counts);
     tokens.kl = static_cast<int64_t>(counts[0].item<double>());
     tokens.ntp = static_cast<int64_t>(counts[1].item<double>());
   }
   optimizer_->zero_grad();
   const double accum = static_cast<double>(s_.grad_accum);
   for (int64_t m = 0; m < s_.grad_accum; ++m) {
-    BatchLoss l = forward(micro[static_cast<size_t>(m)], tokens, with_stats && m == 0, *comm_);
+    BatchLoss l = forward(micro[static_cast<size_t>(m)], tokens, with_stats && m == 0, *dp_);
     auto loss = l.base + s_.capacity_weight * l.capacity / accum;
+    // Under tensor parallelism every rank of the group computes the capacity loss from all heads'
+    // log beta, and the world all-reduce adds the group's gradients: each rank takes its 1/tp
+    // share (the base losses reach the gates only through each rank's own heads).
+    auto backward_loss = tp_->world() > 1 ? l.base + s_.capacity_weight * l.capacity /
+                                                         (accum * static_cast<double>(tp_->world()))
+                                          : loss;
     // A non-finite loss still goes backward: its NaN gradients reach every rank through the
     // all-reduce, so all ranks skip the step together.
-    loss.backward();
+    backward_loss.backward();
     stats.loss += loss.item<double>();
     stats.capacity += l.capacity.item<double>() / accum;
     if (m == 0) {  // the first micro-batch stands for the step's KL / NTP and gate statistics
@@ -298,7 +320,7 @@ StepStats Trainer::train_step(int64_t step, bool with_stats) {
   std::vector<at::Tensor> grads;
   for (auto& p : params) grads.push_back(p.grad());
   all_reduce_flat(*comm_, grads);  // one flat all-reduce of every gradient per optimizer step
-  stats.all_reduce(*comm_);
+  stats.all_reduce(*dp_);          // a tensor-parallel group's statistics are already whole
 
   stats.finite = std::isfinite(stats.loss);
   if (stats.finite) {
@@ -324,12 +346,16 @@ StepStats Trainer::train_step(int64_t step, bool with_stats) {
 
 void Trainer::log_step(int64_t step, const StepStats& stats, bool log_now) {
   tokens_since_log_ += stats.tokens;
+  const bool evaluate = heldout_ && s_.eval_every > 0 && (step + 1) % s_.eval_every == 0;
+  // The leader evaluates; under tensor parallelism with the rest of its group, which holds the
+  // other shards of its model.
+  double heldout = 0;
+  if (evaluate && dp_->rank() == 0 && (leader() || tp_->world() > 1)) heldout = heldout_loss();
   if (!leader()) return;
   bar_->update(1);
-  const bool evaluate = heldout_ && s_.eval_every > 0 && (step + 1) % s_.eval_every == 0;
   if (!log_now) {
     if (evaluate)
-      metrics_ << Json({{"step", step + 1}, {"heldout_loss", heldout_loss()}}).dump() << std::endl;
+      metrics_ << Json({{"step", step + 1}, {"heldout_loss", heldout}}).dump() << std::endl;
     return;
   }
   const auto now = std::chrono::steady_clock::now();
@@ -359,7 +385,7 @@ void Trainer::log_step(int64_t step, const StepStats& stats, bool log_now) {
                   stats.loss, stats.kl, stats.ntp, stats.capacity, stats.mean_beta, stats.live,
                   s_.memory, rate);
   bar_->set_postfix(postfix);
-  if (evaluate) line["heldout_loss"] = heldout_loss();
+  if (evaluate) line["heldout_loss"] = heldout;
   metrics_ << line.dump() << std::endl;
 }
 

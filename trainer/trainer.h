@@ -19,12 +19,13 @@
 #include "core/config.h"
 #include "core/progress.h"
 #include "data/packed_dataset.h"
+#include "dist/collectives.h"
+#include "dist/dist_env.h"
+#include "dist/parallel_groups.h"
 #include "gates/gate_bank.h"
 #include "gates/scorer_bank.h"
 #include "model/decoder.h"
 #include "model/vision/image_processor.h"
-#include "trainer/collectives.h"
-#include "trainer/dist_env.h"
 #include "trainer/train_settings.h"
 
 namespace retain {
@@ -89,7 +90,9 @@ class Trainer {
   Config recipe_;
   std::string recipe_sha_;
   DistEnv env_;
-  std::unique_ptr<Collectives> comm_;
+  // Every rank (gradients, checkpoints), the tensor-parallel group sharing this rank's model
+  // replica, and the data-parallel group of this shard (data, token counts, statistics).
+  std::shared_ptr<Collectives> comm_, tp_, dp_;
   std::unique_ptr<Decoder> model_;
   std::unique_ptr<GateBank> gates_;
   std::unique_ptr<ScorerBank> scorer_;  // train.trainable locret | kvzap

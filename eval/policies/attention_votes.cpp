@@ -35,8 +35,8 @@ class Importance final : public EvictionPolicy {
     return std::make_unique<Importance>(*this);
   }
   Votes votes() const override { return Votes::kAccumulate; }
-  at::Tensor shape_votes(const at::Tensor& mass, const VoteContext&) const override {
-    return policy_helpers::sum_over_heads(mass);
+  at::Tensor shape_votes(const at::Tensor& mass, const VoteContext& c) const override {
+    return policy_helpers::sum_over_heads(mass, c);
   }
   at::Tensor score(const ScoreContext& c) const override { return c.stat; }
 };

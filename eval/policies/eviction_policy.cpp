@@ -1,6 +1,7 @@
 #include "eval/policies/eviction_policy.h"
 
 #include "core/error.h"
+#include "dist/collectives.h"
 #include "eval/policies/policy_helpers.h"
 
 namespace retain {
@@ -16,6 +17,12 @@ void policy_helpers::check_kept_below_budget(const std::string& policy, const st
   RETAIN_CHECK(kept < budget, "--policy ", policy, ": the entries it always keeps (", what, " = ",
                kept, ") must be below the budget (", budget, " per head); set them lower, e.g. ",
                policy, ":", option, "=", budget / 2);
+}
+
+at::Tensor policy_helpers::sum_over_heads(const at::Tensor& mass, const VoteContext& context) {
+  auto sum = mass.sum(1, /*keepdim=*/true);
+  if (context.tensor_parallel != nullptr) context.tensor_parallel->all_reduce_sum(sum);
+  return sum.expand(mass.sizes());
 }
 
 }  // namespace retain

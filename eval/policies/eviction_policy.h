@@ -22,6 +22,8 @@
 
 namespace retain {
 
+class Collectives;  // dist/collectives.h
+
 // Which queries put attention mass on the cached entries, and what the mass does.
 enum class Votes {
   kNone,         // the recorded statistic alone scores an entry
@@ -38,6 +40,8 @@ enum class Votes {
 struct VoteContext {
   at::Tensor entry_positions;
   at::Tensor voter_positions;
+  // Under tensor parallelism, the group holding the layer's other heads (null otherwise).
+  Collectives* tensor_parallel = nullptr;
 };
 
 // What a score is computed from, for the live slots of one layer.

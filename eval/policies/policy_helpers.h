@@ -9,6 +9,8 @@
 #include <limits>
 #include <string>
 
+#include "eval/policies/eviction_policy.h"
+
 namespace retain::policy_helpers {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -24,8 +26,8 @@ void check_kept_below_budget(const std::string& policy, const std::string& what,
                              int64_t budget, const std::string& option = "window");
 
 // Votes summed over every KV head of the layer, so every head keeps the same tokens: (B, Hk, S).
-inline at::Tensor sum_over_heads(const at::Tensor& mass) {
-  return mass.sum(1, /*keepdim=*/true).expand(mass.sizes());
-}
+// Under tensor parallelism the sum runs over the group too (every head holds the same positions
+// in the same slots, on every rank, so the slots line up).
+at::Tensor sum_over_heads(const at::Tensor& mass, const VoteContext& context);
 
 }  // namespace retain::policy_helpers

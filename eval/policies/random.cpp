@@ -1,5 +1,5 @@
 // Random eviction: a seeded score for each entry (the floor every informed policy must beat). The
-// score is a hash of (seed, layer, KV head, position), not a draw from a stream, so an entry gets
+// score is a hash of (seed, layer, KV head of the model, position), not a draw from a stream, so an entry gets
 // the same score whatever the batch it runs in and however its prompt is chunked: a row of a
 // batched evaluation keeps what it keeps alone.
 #include "eval/policies/policy_registry.h"
@@ -31,9 +31,9 @@ class RandomScores final : public EvictionPolicy {
     for (int64_t r = 0; r < b; ++r)
       for (int64_t h = 0; h < hk; ++h)
         for (int64_t i = 0; i < n; ++i) {
-          const uint64_t key =
-              mix(mix(mix(seed_ ^ static_cast<uint64_t>(t.layer)) ^ static_cast<uint64_t>(h)) ^
-                  static_cast<uint64_t>(pos[r * n + i]));
+          const uint64_t key = mix(mix(mix(seed_ ^ static_cast<uint64_t>(t.layer)) ^
+                                       static_cast<uint64_t>(h + t.kv_head_offset)) ^
+                                   static_cast<uint64_t>(pos[r * n + i]));
           score[(r * hk + h) * n + i] = static_cast<float>(key >> 40) * 0x1.0p-24f;  // [0, 1)
         }
     return out.to(t.k.device());

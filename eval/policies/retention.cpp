@@ -23,7 +23,7 @@ class Retention final : public EvictionPolicy {
     return std::make_unique<Retention>(*this);
   }
   at::Tensor token_statistic(const LayerTensors& t, const LearnedModules& learned) override {
-    return learned.gates->log_beta(t.layer, t.hidden);
+    return GateBank::local_heads(learned.gates->log_beta(t.layer, t.hidden), t);
   }
   at::Tensor score(const ScoreContext& c) const override {
     // The next query sits at position seen (= t + 1 for the last position t seen).

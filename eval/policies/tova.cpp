@@ -15,8 +15,8 @@ class Tova final : public EvictionPolicy {
  public:
   std::unique_ptr<EvictionPolicy> clone() const override { return std::make_unique<Tova>(*this); }
   Votes votes() const override { return Votes::kLatestQuery; }
-  at::Tensor shape_votes(const at::Tensor& mass, const VoteContext&) const override {
-    return policy_helpers::sum_over_heads(mass);
+  at::Tensor shape_votes(const at::Tensor& mass, const VoteContext& c) const override {
+    return policy_helpers::sum_over_heads(mass, c);
   }
   at::Tensor score(const ScoreContext& c) const override { return c.stat; }
 };

@@ -1,4 +1,4 @@
-#include "trainer/dist_env.h"
+#include "dist/dist_env.h"
 
 #include <cstdlib>
 

@@ -3,7 +3,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
 #include "core/error.h"
-#include "trainer/collectives.h"
+#include "dist/collectives.h"
 
 namespace retain {
 

@@ -1,9 +1,11 @@
-#include "trainer/collectives.h"
+#include "dist/collectives.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -29,8 +31,14 @@ class LocalCollectives : public Collectives {
 
 class StoreCollectives : public Collectives {
  public:
-  StoreCollectives(c10::intrusive_ptr<c10d::Store> store, int rank, int world, std::string where)
-      : store_(std::move(store)), rank_(rank), world_(world), where_(std::move(where)) {}
+  // `global_ranks`: the run's rank of each member of the group (errors name those).
+  StoreCollectives(c10::intrusive_ptr<c10d::Store> store, int rank, std::vector<int> global_ranks,
+                   std::string where)
+      : store_(std::move(store)),
+        rank_(rank),
+        world_(static_cast<int>(global_ranks.size())),
+        global_ranks_(std::move(global_ranks)),
+        where_(std::move(where)) {}
 
   int rank() const override { return rank_; }
   int world() const override { return world_; }
@@ -119,12 +127,13 @@ class StoreCollectives : public Collectives {
       try {
         for (int r = 0; r < world_; ++r)
           if (!store_->check({str_cat(collective, "/", r)}) && !store_->check({collective}))
-            missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+            missing += (missing.empty() ? "" : ", ") + std::to_string(global_ranks_[r]);
       } catch (const std::exception&) {
-        fail("rank ", rank_, ": lost the rendezvous store at ", where_,
+        fail("rank ", me(), ": lost the rendezvous store at ", where_,
              " (it lives in rank 0 or the launcher; did it die?): ", e.what());
       }
-      fail("rank ", rank_, ": rank ", missing.empty() ? std::to_string(from) : missing,
+      fail("rank ", me(), ": rank ",
+           missing.empty() ? std::to_string(global_ranks_[from]) : missing,
            " did not reach collective ", collective,
            " (died or hung; dist.timeout_s passed): ", e.what());
     }
@@ -137,10 +146,11 @@ class StoreCollectives : public Collectives {
     try {
       return op();
     } catch (const std::exception& e) {
-      fail("rank ", rank_, ": lost the rendezvous store at ", where_,
+      fail("rank ", me(), ": lost the rendezvous store at ", where_,
            " (it lives in rank 0 or the launcher; did it die?): ", e.what());
     }
   }
+  int me() const { return global_ranks_[rank_]; }
   void store_set(const std::string& key, const std::vector<uint8_t>& value) {
     on_store([&] { store_->set(key, value); });
   }
@@ -162,6 +172,7 @@ class StoreCollectives : public Collectives {
 
   c10::intrusive_ptr<c10d::Store> store_;
   int rank_, world_;
+  std::vector<int> global_ranks_;
   std::string where_;
   uint64_t seq_ = 0;
 };
@@ -172,9 +183,7 @@ std::unique_ptr<Collectives> make_local_collectives() {
   return std::make_unique<LocalCollectives>();
 }
 
-std::unique_ptr<Collectives> make_collectives(const DistEnv& env, const at::Device& device,
-                                              std::chrono::seconds timeout) {
-  if (env.world == 1) return make_local_collectives();
+c10::intrusive_ptr<c10d::Store> open_store(const DistEnv& env, std::chrono::seconds timeout) {
   c10d::TCPStoreOptions options;
   options.port = static_cast<uint16_t>(env.master_port);
   // Under torchrun's agent store every rank is a client; otherwise rank 0 hosts it.
@@ -182,19 +191,50 @@ std::unique_ptr<Collectives> make_collectives(const DistEnv& env, const at::Devi
   options.numWorkers = env.agent_store ? std::nullopt : std::optional<size_t>(env.world);
   options.waitWorkers = false;
   options.timeout = timeout;
-  const std::string where = str_cat(env.master_addr, ":", env.master_port);
   c10::intrusive_ptr<c10d::Store> store;
   try {
     store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
   } catch (const std::exception& e) {
-    fail("rank ", env.rank, ": cannot reach the rendezvous store at ", where, ": ", e.what());
+    fail("rank ", env.rank, ": cannot reach the rendezvous store at ", store_address(env), ": ",
+         e.what());
   }
   if (env.agent_store)
     store = c10::make_intrusive<c10d::PrefixStore>(str_cat("/worker/attempt_", env.restart_count),
                                                    store);
-  log_info("rank ", env.rank, "/", env.world, " (", env.launcher, ") joined the store at ", where);
-  if (device.is_cuda()) return make_nccl_collectives(store, env.rank, env.world, timeout);
-  return std::make_unique<StoreCollectives>(store, env.rank, env.world, where);
+  log_info("rank ", env.rank, "/", env.world, " (", env.launcher, ") joined the store at ",
+           store_address(env));
+  return store;
+}
+
+std::string store_address(const DistEnv& env) {
+  return str_cat(env.master_addr, ":", env.master_port);
+}
+
+std::unique_ptr<Collectives> make_group_collectives(const c10::intrusive_ptr<c10d::Store>& store,
+                                                    const std::string& group,
+                                                    const std::vector<int>& ranks, int global_rank,
+                                                    const at::Device& device,
+                                                    const std::string& where,
+                                                    std::chrono::seconds timeout) {
+  const auto it = std::find(ranks.begin(), ranks.end(), global_rank);
+  RETAIN_CHECK(it != ranks.end(), "internal: rank ", global_rank, " is not in group ", group);
+  const int rank = static_cast<int>(it - ranks.begin());
+  // The world keeps the store's own keys (nothing was prefixed before groups existed); a
+  // sub-group's keys live under its name, so groups never see each other's sequence numbers.
+  c10::intrusive_ptr<c10d::Store> group_store = store;
+  if (!group.empty()) group_store = c10::make_intrusive<c10d::PrefixStore>(group + "/", store);
+  if (device.is_cuda())
+    return make_nccl_collectives(group_store, rank, static_cast<int>(ranks.size()), timeout);
+  return std::make_unique<StoreCollectives>(group_store, rank, ranks, where);
+}
+
+std::unique_ptr<Collectives> make_collectives(const DistEnv& env, const at::Device& device,
+                                              std::chrono::seconds timeout) {
+  if (env.world == 1) return make_local_collectives();
+  std::vector<int> all(static_cast<size_t>(env.world));
+  std::iota(all.begin(), all.end(), 0);
+  return make_group_collectives(open_store(env, timeout), "", all, env.rank, device,
+                                store_address(env), timeout);
 }
 
 void all_reduce_flat(Collectives& c, const std::vector<at::Tensor>& tensors) {
@@ -209,6 +249,29 @@ void all_reduce_flat(Collectives& c, const std::vector<at::Tensor>& tensors) {
     view.copy_(buffer.narrow(0, offset, t.numel()).view(t.sizes()));
     offset += t.numel();
   }
+}
+
+at::Tensor all_gather_cat(Collectives& c, const at::Tensor& tensor, int64_t dim) {
+  if (c.world() == 1) return tensor;
+  dim = at::maybe_wrap_dim(dim, tensor.dim());
+  auto sizes = at::zeros({c.world()}, at::TensorOptions().dtype(at::kLong).device(tensor.device()));
+  sizes[c.rank()] = tensor.size(dim);
+  c.all_reduce_sum(sizes);
+  auto host = sizes.cpu();
+  const int64_t* size = host.data_ptr<int64_t>();
+  int64_t offset = 0, total = 0;
+  for (int r = 0; r < c.world(); ++r) {
+    if (r < c.rank()) offset += size[r];
+    total += size[r];
+  }
+  auto shape = tensor.sizes().vec();
+  shape[static_cast<size_t>(dim)] = total;
+  auto out = at::zeros(shape, tensor.options());
+  // A zero buffer with this rank's part in place: the sum over ranks is the concatenation (x + 0
+  // == x for every x, +-inf included).
+  out.narrow(dim, offset, tensor.size(dim)).copy_(tensor);
+  c.all_reduce_sum(out);
+  return out;
 }
 
 #ifndef RETAIN_WITH_NCCL

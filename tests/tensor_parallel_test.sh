@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Tensor parallelism on CPU ranks (c10d TCPStore collective):
+#   1. tensor_parallel_worker at TP 2 (tiny qwen3 with q/k-norm, tiny qwen2 with q/k/v biases):
+#      logits <= 1e-5 of one process, identical greedy tokens and survivors under every policy,
+#      alloc=adakv refused;
+#   2. trained gates: TP 2 (2 ranks) and TP 2 x DP 2 (4 ranks) equal one process with the same
+#      global batch after 5 steps (<= 1e-6), and log the same losses;
+#   3. `retain launch --nproc 2 -- generate --tp 2` prints what one process prints (dbtrimkv with
+#      the trained gates, sampled with a seed);
+#   4. refusals: heads that do not divide, --tp without a launcher, a scorer trained with TP;
+#   5. a killed rank stops its group within dist.timeout_s, naming it.
+# Usage: tensor_parallel_test.sh RETAIN PYTHON WORKER WORKDIR
+set -uo pipefail
+# One thread per process: up to four ranks share the 2 cores with the rest of make test.
+export OMP_NUM_THREADS=1
+retain="$1" python="$2" worker="$3" work="$4"
+source "$(cd "$(dirname "$0")" && pwd)/tiny_fixture.sh"
+enter_work_dir "$work"
+started=()
+trap 'for p in "${started[@]}"; do kill -9 "$p" 2>/dev/null; done' EXIT
+
+# ranks N LOG COMMAND...: runs COMMAND as N ranks (torchrun's environment), waits for all; fails
+# naming the first rank that failed.
+ranks() {
+  local n=$1 log=$2
+  shift 2
+  local port pids=()
+  port=$(free_port "$python")
+  for r in $(seq 0 $((n - 1))); do
+    RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$@" \
+      > "$log.rank$r" 2>&1 &
+    pids+=($!)
+    started+=($!)
+  done
+  local rc=0
+  for r in $(seq 0 $((n - 1))); do
+    wait "${pids[$r]}" || { rc=1; echo "rank $r failed: $(grep -m2 -i 'error\|FAIL' "$log.rank$r")"; }
+  done
+  return $rc
+}
+
+make_tiny_fixture "$retain" "$python" 5 60
+
+# 1. The worker, on two families.
+"$retain" init-model --arch qwen2 --preset tiny --seed 6 --out model-qwen2 2>/dev/null || fail "init-model qwen2"
+for m in model model-qwen2; do
+  ranks 2 "worker-$m" "$worker" "$m" || fail "worker on $m: $(cat "worker-$m.rank0" | tail -5)"
+  sed "s/^/$m: /" "worker-$m.rank0"
+  grep -q FAIL "worker-$m.rank0" && fail "worker on $m"
+done
+
+# 2. Trained gates: one process (batch 4), TP 2 (batch 4 per replica), TP 2 x DP 2 (batch 2).
+write_tiny_recipe \
+  'model: {path: model, device: cpu}' \
+  'data: {shards: shards, seq_len: 64}' \
+  'train: {steps: 5}' \
+  'checkpoint: {every: 0}' \
+  'dist: {timeout_s: 60}'
+"$retain" train recipe.yaml run.dir=one train.batch_size=4 2>one.log || fail "1-rank run: $(tail -3 one.log)"
+ranks 2 tp2 "$retain" train recipe.yaml run.dir=tp2 train.batch_size=4 dist.tensor_parallel=2 ||
+  fail "TP 2 run"
+ranks 4 tp2dp2 "$retain" train recipe.yaml run.dir=tp2dp2 train.batch_size=2 dist.tensor_parallel=2 ||
+  fail "TP 2 x DP 2 run"
+grep -q "tensor parallel 2 x data parallel 2" tp2dp2.rank0 || fail "TP 2 x DP 2: the run does not say its grid: $(grep training tp2dp2.rank0)"
+for run in one tp2 tp2dp2; do
+  "$retain" export "$run/step-5" --out "$run.safetensors" 2>/dev/null || fail "export $run"
+done
+"$python" - <<'PY' || exit 1
+import json
+from safetensors.torch import load_file
+one = load_file("one.safetensors")
+def losses(run):
+    return [json.loads(l)["loss"] for l in open(f"{run}/metrics.jsonl")]
+for run in ("tp2", "tp2dp2"):
+    other = load_file(f"{run}.safetensors")
+    assert other.keys() == one.keys(), f"{run}: gate tensors {sorted(other)} != {sorted(one)}"
+    diff = max((one[k] - other[k]).abs().max().item() for k in one)
+    loss = max(abs(a - b) for a, b in zip(losses("one"), losses(run)))
+    assert diff <= 1e-6, f"{run}: trained gates differ from one process by {diff}"
+    assert loss <= 1e-5, f"{run}: losses differ from one process by {loss}"
+    print(f"ok   {run}: gates after 5 steps == one process (max diff {diff:.2e}), losses (max diff {loss:.2e})")
+PY
+
+# 3. generate --tp 2 through the launcher == one process, dbtrimkv with the trained gates. Sampled
+# (the random tiny model's greedy output repeats one token), so the tokens say more.
+gen=(generate --model model --prompt-ids 5,9,13,200,7,61,88,3,14,15,92,65,35,89,79,32,38,46,26,43
+     --max-new-tokens 12 --ignore-eos --temperature 1 --seed 3 --policy dbtrimkv --budget 4
+     --chunk 6 --gates one.safetensors --json)
+"$retain" "${gen[@]}" 2>/dev/null > gen-one.json || fail "generate on one process"
+"$retain" launch --nproc 2 -- "${gen[@]}" --tp 2 > gen-tp2.json 2>gen-tp2.log ||
+  fail "generate --tp 2: $(grep -m2 error gen-tp2.log)"
+"$python" - <<'PY' || exit 1
+import json
+one, tp = [json.loads(l) for l in open("gen-one.json")], [json.loads(l) for l in open("gen-tp2.json")]
+assert len(tp) == 1, f"generate --tp 2 printed {len(tp)} results (rank 0 alone prints)"
+assert one[0]["ids"] == tp[0]["ids"], f"generate --tp 2 gave {tp[0]['ids']}, one process {one[0]['ids']}"
+print(f"ok   generate --tp 2 == one process: {tp[0]['ids']}")
+PY
+
+# 4. Refusals.
+check_refused() {  # check_refused NAME EXPECTED COMMAND...
+  local name=$1 expected=$2
+  shift 2
+  "$@" > refused.log 2>&1 && fail "$name: exited 0"
+  grep -q -- "$expected" refused.log || fail "$name: no '$expected' in: $(grep -m2 -i error refused.log)"
+  echo "ok   refused: $name: $(grep -m1 -o "error: .*" refused.log | cut -c1-150)"
+}
+check_refused "TP 4 with 2 KV heads" "must divide num_key_value_heads (2)" \
+  "$retain" launch --nproc 4 -- "${gen[@]}" --tp 4
+check_refused "--tp 2 without a launcher" "found WORLD_SIZE 1" "$retain" "${gen[@]}" --tp 2
+check_refused "a scorer with TP" "trains retention gates only" \
+  "$retain" launch --nproc 2 -- train recipe.yaml run.dir=scorer dist.tensor_parallel=2 train.trainable=locret
+check_refused "TP 2 on 3 ranks" "does not divide the 3 ranks" \
+  "$retain" launch --nproc 3 -- train recipe.yaml run.dir=odd dist.tensor_parallel=2
+
+# 5. A killed rank: the other rank of its group fails within the timeout, naming it.
+port=$(free_port "$python")
+pids=()
+for r in 0 1; do
+  RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+    "$retain" train recipe.yaml run.dir=killed train.steps=100000 dist.tensor_parallel=2 \
+    dist.timeout_s=10 checkpoint.every=1 > "killed.rank$r.log" 2>&1 &
+  pids+=($!)
+  started+=($!)
+done
+for _ in $(seq 1 1200); do compgen -G "killed/step-*" >/dev/null && break; sleep 0.1; done
+compgen -G "killed/step-*" >/dev/null || fail "killed: training did not start: $(tail -2 killed.rank0.log)"
+kill -9 "${pids[1]}"
+t0=$(date +%s)
+wait "${pids[0]}"
+rc=$?
+elapsed=$(($(date +%s) - t0))
+[ $rc -ne 0 ] || fail "killed: rank 0 exited 0"
+[ $elapsed -le 25 ] || fail "killed: rank 0 took ${elapsed}s to fail"
+grep -q "rank 1 did not reach collective" killed.rank0.log ||
+  fail "killed: rank 0's error does not name rank 1: $(grep -m1 error killed.rank0.log)"
+echo "ok   killed rank 1 of a TP 2 run: rank 0 exited $rc after ${elapsed}s: $(grep -m1 -o 'rank 1 did not reach collective [^ ]*' killed.rank0.log)"
