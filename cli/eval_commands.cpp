@@ -54,6 +54,7 @@ void register_synthetic(CLI::App* eval, Commands& commands) {
   auto* cmd =
       eval->add_subcommand("synthetic", "seeded long-context tasks under eviction policies");
   add_model_flags(cmd, o->model);
+  add_tensor_parallel_flags(cmd, o->model);
   add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, &o->limit,
                   "run only the first N examples per task");
   add_batch_flag(cmd, o->batch_size);
@@ -89,6 +90,7 @@ void register_longbench(CLI::App* eval, Commands& commands) {
   auto datasets = std::make_shared<std::string>();
   auto* cmd = eval->add_subcommand("longbench", "LongBench / LongBench-E under eviction policies");
   add_model_flags(cmd, o->model);
+  add_tensor_parallel_flags(cmd, o->model);
   add_chat_flags(cmd, o->chat);
   add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, &o->limit,
                   "examples per dataset (0: all)");
@@ -117,6 +119,7 @@ void register_longbench_v2(CLI::App* eval, Commands& commands) {
   auto* cmd =
       eval->add_subcommand("longbench-v2", "LongBench v2 multiple choice under eviction policies");
   add_model_flags(cmd, o->model);
+  add_tensor_parallel_flags(cmd, o->model);
   add_chat_flags(cmd, o->chat);
   add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, &o->limit, "records (0: all)");
   add_batch_flag(cmd, o->batch_size);
@@ -140,6 +143,7 @@ void register_mmmu(CLI::App* eval, Commands& commands) {
   auto* cmd = eval->add_subcommand(
       "mmmu", "MMMU on a vision-language model under eviction policies (official scoring)");
   add_model_flags(cmd, o->model);
+  add_tensor_parallel_flags(cmd, o->model);
   add_chat_flags(cmd, o->chat);
   add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, &o->limit,
                   "questions per subject (0: all)");
@@ -178,6 +182,7 @@ void register_mmstar(CLI::App* eval, Commands& commands) {
   auto* cmd = eval->add_subcommand(
       "mmstar", "MMStar on a vision-language model under eviction policies (official scoring)");
   add_model_flags(cmd, o->model);
+  add_tensor_parallel_flags(cmd, o->model);
   add_chat_flags(cmd, o->chat);
   add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, &o->limit, "questions (0: all)");
   add_batch_flag(cmd, o->batch_size);
@@ -206,6 +211,7 @@ void register_dialogue(CLI::App* eval, Commands& commands) {
   auto* cmd = eval->add_subcommand("dialogue",
                                    "multi-turn questions over one context, the cache persisting");
   add_model_flags(cmd, o->model);
+  add_tensor_parallel_flags(cmd, o->model);
   add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, &o->limit, "records (0: all)");
   cmd->add_option("--data", o->data, "jsonl of {id, context, multi_turns: [{input, answer}]}")
       ->required();
@@ -249,6 +255,7 @@ void register_ruler(CLI::App* eval, Commands& commands) {
   auto* cmd = eval->add_subcommand(
       "ruler", "RULER's 13 tasks at given lengths in the model's tokens, under eviction policies");
   add_model_flags(cmd, o->model);
+  add_tensor_parallel_flags(cmd, o->model);
   add_chat_flags(cmd, o->chat);
   add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, nullptr, "");
   add_batch_flag(cmd, o->batch_size);

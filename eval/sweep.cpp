@@ -95,13 +95,15 @@ std::vector<SweepCell> sweep_cells(const std::vector<std::string>& policies,
   return cells;
 }
 
-PredictionLog::PredictionLog(const fs::path& path, std::function<std::string(const Json&)> key)
+PredictionLog::PredictionLog(const fs::path& path, std::function<std::string(const Json&)> key,
+                             bool writer)
     : key_(std::move(key)) {
   if (fs::exists(path)) {
     std::string text = read_text_file(path);
     // Lines are written whole (one write each), so only a crash of the machine can leave a last
     // line without its newline: drop it, and redo that prediction.
     const size_t complete = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
+    if (!writer) text.resize(complete);
     if (complete < text.size()) {
       log_warn(path.string(), ": dropping an incomplete last line (", text.size() - complete,
                " bytes) left by an interrupted write");
@@ -115,9 +117,10 @@ PredictionLog::PredictionLog(const fs::path& path, std::function<std::string(con
       Json j = parse_json(line, str_cat(path.string(), ":", n));
       done_[key_(j)] = j;
     }
-    if (!done_.empty())
+    if (!done_.empty() && writer)
       log_info("resuming: ", done_.size(), " predictions already in ", path.string());
   }
+  if (!writer) return;
   fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   RETAIN_CHECK(fd_ >= 0, path.string(), ": cannot open for appending");
   path_ = path.string();
@@ -135,6 +138,7 @@ const Json* PredictionLog::find(const std::string& key) const {
 void PredictionLog::append(const Json& record) {
   // One write(2) per line: a process killed at any moment leaves whole lines only (a regular
   // file's write is not cut short by a signal), so a resumed run never meets a torn record.
+  if (fd_ < 0) return;  // a reader
   const std::string line = record.dump() + "\n";
   size_t done = 0;
   while (done < line.size()) {

@@ -74,8 +74,11 @@ std::vector<SweepCell> sweep_cells(const std::vector<std::string>& policies,
 // predictions.jsonl: records already present (from a killed run) are found by key and not redone.
 class PredictionLog {
  public:
-  // `key` maps a record to its identity (policy, budget and the example).
-  PredictionLog(const fs::path& path, std::function<std::string(const Json&)> key);
+  // `key` maps a record to its identity (policy, budget and the example). A reader (writer =
+  // false: the other ranks of a tensor-parallel run) only reads what is there: it neither repairs
+  // the file nor appends.
+  PredictionLog(const fs::path& path, std::function<std::string(const Json&)> key,
+                bool writer = true);
   ~PredictionLog();
   PredictionLog(const PredictionLog&) = delete;
   PredictionLog& operator=(const PredictionLog&) = delete;

@@ -97,6 +97,33 @@ assert one[0]["ids"] == tp[0]["ids"], f"generate --tp 2 gave {tp[0]['ids']}, one
 print(f"ok   generate --tp 2 == one process: {tp[0]['ids']}")
 PY
 
+# 3b. eval synthetic --tp 2 == one process (predictions and scores); rank 0 alone writes, and a
+# re-run of the finished sweep resumes everything on every rank.
+syn=(eval synthetic --model model --policy full,dbtrimkv:gates=one.safetensors,snapkv --budget 6
+     --count 2 --words 60 --max-new-tokens 4 --tasks kv,needle)
+"$retain" "${syn[@]}" --out syn-one > syn-one.log 2>&1 || fail "eval synthetic: $(grep -m2 error syn-one.log)"
+"$retain" launch --nproc 2 -- "${syn[@]}" --out syn-tp2 --tp 2 > syn-tp2.log 2>&1 ||
+  fail "eval synthetic --tp 2: $(grep -m2 error syn-tp2.log)"
+"$retain" launch --nproc 2 -- "${syn[@]}" --out syn-tp2 --tp 2 > syn-resume.log 2>&1 ||
+  fail "eval synthetic --tp 2 resumed: $(grep -m2 error syn-resume.log)"
+"$python" - <<'PY' || exit 1
+import json
+def preds(d):
+    return sorted((r["policy"], str(r["budget"]), r["id"], r["pred"], r["correct"])
+                  for r in map(json.loads, open(f"{d}/predictions.jsonl")))
+one, tp = preds("syn-one"), preds("syn-tp2")
+assert one == tp, f"eval synthetic --tp 2 predictions differ:\n{one}\n{tp}"
+assert len(tp) == len(set(tp)), "a rank other than 0 wrote predictions too (duplicates)"
+s1, s2 = json.load(open("syn-one/scores.json")), json.load(open("syn-tp2/scores.json"))
+# Rates and KV bytes differ (a rank holds half the heads); the scores and their intervals agree.
+def scores(s):
+    return [(r["policy"], r["budget"], r["intervals"],
+             {k: v for k, v in r["metrics"].items() if k.startswith("em")}) for r in s["results"]]
+assert scores(s1) == scores(s2), f"scores differ: {scores(s1)} vs {scores(s2)}"
+print(f"ok   eval synthetic --tp 2 == one process: {len(tp)} predictions, same scores; re-run resumed")
+PY
+grep -q "generated 0 " syn-resume.log || fail "the re-run generated again: $(grep generated syn-resume.log)"
+
 # 4. Refusals.
 check_refused() {  # check_refused NAME EXPECTED COMMAND...
   local name=$1 expected=$2

@@ -186,15 +186,27 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
   config["gates"] = s.gates;
   config["chunk"] = s.chunk;
   config["batch_size"] = s.batch_size;
-  const fs::path out = start_run_dir(s.out, config);
+  // --tp: every rank runs the same cells in step (the model's layers need the whole group); rank
+  // 0 writes. The others read the resume state once rank 0 has settled it (a torn last line
+  // dropped), so all skip the same finished units.
+  const bool leader = m.leader();
+  const fs::path out = leader ? start_run_dir(s.out, config) : fs::path(s.out);
   // Resume: every line already written is a finished (policy, budget, unit).
-  PredictionLog log(out / "predictions.jsonl", [&](const Json& j) {
+  auto key = [&](const Json& j) {
     return cell_key(j.at("policy").get<std::string>(), j.at("budget"), benchmark.record_key(j));
-  });
+  };
+  std::optional<PredictionLog> leader_log;
+  if (leader) leader_log.emplace(out / "predictions.jsonl", key);
+  if (m.world) m.world->barrier();
+  std::optional<PredictionLog> reader_log;
+  if (!leader) reader_log.emplace(out / "predictions.jsonl", key, /*writer=*/false);
+  PredictionLog& log = leader ? *leader_log : *reader_log;
 
   const size_t units = benchmark.units();
-  ProgressBar bar(benchmark.name(), static_cast<int64_t>(units * cells.size()),
-                  benchmark.unit_name());
+  std::optional<ProgressBar> bar;
+  if (leader)
+    bar.emplace(benchmark.name(), static_cast<int64_t>(units * cells.size()),
+                benchmark.unit_name());
   c10::InferenceMode guard;
   std::vector<ScoreRow> rows;
   RETAIN_CHECK(s.batch_size >= 1, command, ": --batch-size must be >= 1, found ", s.batch_size);
@@ -216,7 +228,7 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
       else
         pending.push_back(i);
     }
-    bar.update(static_cast<int64_t>(units - pending.size()));
+    if (bar) bar->update(static_cast<int64_t>(units - pending.size()));
     // Consecutive pending units in batches of --batch-size.
     for (size_t begin = 0; begin < pending.size();) {
       const size_t end = std::min(pending.size(), begin + static_cast<size_t>(s.batch_size));
@@ -234,14 +246,16 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
         log.append(done[k]);
         records[batch[k]] = std::move(done[k]);
       }
-      bar.update(static_cast<int64_t>(batch.size()));
+      if (bar) bar->update(static_cast<int64_t>(batch.size()));
       begin = end;
     }
     std::vector<Json> cell_records;
     for (auto& r : records) cell_records.push_back(std::move(*r));
     rows.push_back(score_row(cell.policy, cell.budget, benchmark.aggregate(cell_records)));
   }
-  bar.finish();
+  if (m.world) m.world->shutdown();  // rank 0 hosts the store: it waits for the others
+  if (!leader) return 0;
+  bar->finish();
   const double rate =
       generation_seconds > 0 ? static_cast<double>(generated) / generation_seconds : 0.0;
   write_scores(out, benchmark.name(), rows,
