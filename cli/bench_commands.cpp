@@ -34,6 +34,7 @@ void register_bench_decode(CLI::App* bench, Commands& commands) {
   auto* cmd = bench->add_subcommand(
       "decode", "batched long-context generation under a policy: tokens/s, KV bytes, roofline");
   add_bench_model_flags(cmd, o->model);
+  add_bench_tensor_parallel_flag(cmd, o->model);
   cmd->add_option("--context", o->context, "prompt tokens per sequence")
       ->check(kPositive)
       ->capture_default_str();
@@ -65,6 +66,7 @@ void register_bench_train(CLI::App* bench, Commands& commands) {
   auto* cmd = bench->add_subcommand(
       "train", "one gate-training step at long context: tokens/s, MFU, memory, time split");
   add_bench_model_flags(cmd, o->model);
+  add_bench_tensor_parallel_flag(cmd, o->model);
   cmd->add_option("--seq", o->seq, "tokens per sequence")->check(kPositive)->capture_default_str();
   cmd->add_option("--batch", o->batch)->check(kPositive)->capture_default_str();
   cmd->add_option("--gates", o->gates, "mlp2 | mlp3")->capture_default_str();

@@ -43,6 +43,14 @@ void add_bench_model_flags(CLI::App* cmd, BenchModelOptions& o) {
   cmd->add_option("--threads", o.threads, "CPU threads (0: LibTorch's default)");
 }
 
+void add_bench_tensor_parallel_flag(CLI::App* cmd, BenchModelOptions& o) {
+  cmd->add_option("--tp", o.tensor_parallel,
+                  "tensor parallel over N ranks started by a launcher (retain launch --nproc N "
+                  "-- bench ...); figures are rank 0's share")
+      ->check(kPositive)
+      ->capture_default_str();
+}
+
 void add_chat_flags(CLI::App* cmd, ChatFlags& flags) {
   cmd->add_flag("--chat", flags.chat, "render the prompt with the model's chat template");
   cmd->add_flag("--no-chat", flags.no_chat, "use the raw prompt (BOS + text)");

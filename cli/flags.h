@@ -18,6 +18,8 @@ void add_model_flags(CLI::App* cmd, ModelFlags& flags);
 // The base model of `bench decode` / `bench train`: a directory or a preset made on the device.
 // --tp N and --dist-timeout, for the commands that run a tensor-parallel model.
 void add_tensor_parallel_flags(CLI::App* cmd, ModelFlags& flags);
+// --tp N for `bench decode` and `bench train`.
+void add_bench_tensor_parallel_flag(CLI::App* cmd, BenchModelOptions& o);
 void add_bench_model_flags(CLI::App* cmd, BenchModelOptions& o);
 // --chat --no-chat --chat-template --system --no-thinking
 void add_chat_flags(CLI::App* cmd, ChatFlags& flags);

@@ -87,7 +87,9 @@ std::string human_bytes(double bytes) {
 int run_bench_decode_command(const BenchDecodeOptions& options) {
   check_options(options);
   BenchDecodeOptions o = options;  // batch and context come from --prompts-file when given
-  auto model = load_bench_model(o.model);
+  std::shared_ptr<Collectives> world;
+  auto model = load_bench_model(o.model, &world);
+  const bool leader = !world || world->rank() == 0;
   const c10::Device device = model->device();
   const ModelConfig& c = model->config();
   PolicySpec policy = parse_policy(o.policy);
@@ -119,7 +121,8 @@ int run_bench_decode_command(const BenchDecodeOptions& options) {
                    {"chunk", chunk},
                    {"decode", o.decode},
                    {"seed", o.model.seed}};
-  if (!o.json) std::cerr << "bench decode, resolved:\n" << resolved.dump(2) << "\n";
+  if (world) resolved["tensor_parallel"] = world->world();
+  if (!o.json && leader) std::cerr << "bench decode, resolved:\n" << resolved.dump(2) << "\n";
 
   SamplingOptions sampling;  // greedy, no stop ids: every row runs to new_tokens
   sampling.prefill_chunk = chunk;
@@ -156,6 +159,8 @@ int run_bench_decode_command(const BenchDecodeOptions& options) {
                          static_cast<double>(o.batch * (o.context + o.new_tokens)) *
                          static_cast<double>(c10::elementSize(model->dtype()));
 
+  if (world) world->shutdown();  // rank 0 hosts the store: it waits for the others
+  if (!leader) return 0;
   Json out = resolved;
   out["prefill_tokens_per_s"] = prefill_rate;
   out["decode_tokens_per_s"] = decode_rate;
@@ -186,6 +191,8 @@ int run_bench_decode_command(const BenchDecodeOptions& options) {
   std::printf("decode       %12.1f tokens/s  (%lld x %lld steps, %.3f ms per step, %s)\n",
               decode_rate, static_cast<long long>(o.batch), static_cast<long long>(steps), step_ms,
               r.decode_mode.c_str());
+  if (world)
+    std::printf("tensor parallel %d: weights and KV below are one rank's share\n", world->world());
   std::printf("KV live      %s after prefill, %s at the end, peak %s (full cache: %s)\n",
               human_bytes(static_cast<double>(kv_after_prefill)).c_str(),
               human_bytes(static_cast<double>(kv_end)).c_str(),

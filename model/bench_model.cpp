@@ -3,6 +3,8 @@
 #include <ATen/Parallel.h>
 
 #include "core/device.h"
+#include "core/error.h"
+#include "dist/parallel_groups.h"
 #include "model/init_model.h"
 
 namespace retain {
@@ -11,18 +13,29 @@ std::string BenchModelOptions::describe() const {
   return model_dir.empty() ? "preset " + preset + " (random weights)" : model_dir;
 }
 
-std::unique_ptr<Decoder> load_bench_model(const BenchModelOptions& o) {
+std::unique_ptr<Decoder> load_bench_model(const BenchModelOptions& o,
+                                          std::shared_ptr<Collectives>* world) {
   if (o.threads > 0) at::set_num_threads(o.threads);
-  const c10::Device device = resolve_device(o.device);
-  if (!o.model_dir.empty()) {
-    ModelConfig config = ModelConfig::load(o.model_dir);
-    return std::make_unique<Decoder>(
-        Decoder::load(o.model_dir, {resolve_dtype(o.dtype, device, config.dtype), device}));
+  c10::Device device = resolve_device(o.device);
+  const ModelConfig config =
+      o.model_dir.empty()
+          ? ModelConfig::from_json(preset_config(o.arch, o.preset), "preset " + o.preset)
+          : ModelConfig::load(o.model_dir);
+  LoadOptions load{resolve_dtype(o.dtype, device, config.dtype), device};
+  if (o.tensor_parallel > 1) {
+    const DistEnv env = detect_dist_env();
+    RETAIN_CHECK(env.world == o.tensor_parallel, "bench: --tp ", o.tensor_parallel, " needs ",
+                 o.tensor_parallel, " ranks started by a launcher (retain launch --nproc ",
+                 o.tensor_parallel, " -- bench ..., torchrun, srun); found WORLD_SIZE ", env.world);
+    if (device.is_cuda()) device = c10::Device(c10::kCUDA, env.local_rank);
+    load.device = device;
+    ParallelGroups groups =
+        make_parallel_groups(env, device, std::chrono::seconds(600), o.tensor_parallel);
+    load.tensor_parallel = groups.tp;
+    if (world != nullptr) *world = groups.world;
   }
-  ModelConfig config =
-      ModelConfig::from_json(preset_config(o.arch, o.preset), "preset " + o.preset);
-  return std::make_unique<Decoder>(
-      Decoder::random(config, {resolve_dtype(o.dtype, device, config.dtype), device}, o.seed));
+  if (!o.model_dir.empty()) return std::make_unique<Decoder>(Decoder::load(o.model_dir, load));
+  return std::make_unique<Decoder>(Decoder::random(config, load, o.seed));
 }
 
 }  // namespace retain

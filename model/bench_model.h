@@ -19,12 +19,17 @@ struct BenchModelOptions {
   std::string dtype = "bf16";       // auto | fp32 | bf16 | fp16
   uint64_t seed = 0;                // weights, gates and inputs
   int threads = 0;                  // CPU threads (0: LibTorch's default)
+  // --tp N: the model's heads split over N ranks started by a launcher (WORLD_SIZE == N), one
+  // GPU each; every figure a rank measures is its own (weights, KV, memory), rank 0 prints.
+  int tensor_parallel = 1;
 
   // "preset qwen3-4b (random weights)" or the directory.
   std::string describe() const;
 };
 
-// Sets the thread count, resolves the device and loads or makes the model there.
-std::unique_ptr<Decoder> load_bench_model(const BenchModelOptions& options);
+// Sets the thread count, resolves the device and loads or makes the model there. With --tp N,
+// joins the run's ranks first and sets `world` to all of them (null for one process).
+std::unique_ptr<Decoder> load_bench_model(const BenchModelOptions& options,
+                                          std::shared_ptr<Collectives>* world = nullptr);
 
 }  // namespace retain

@@ -115,6 +115,10 @@ const std::map<std::string, NamedPreset>& named_presets() {
        {"qwen3",
         {4096, 36, 32, 8, 128, 12288, 151936, 40960},
         {{"rope_theta", 1000000.0}, {"eos_token_id", 151645}}}},
+      {"qwen3-32b",
+       {"qwen3",
+        {5120, 64, 64, 8, 128, 25600, 151936, 40960},
+        {{"rope_theta", 1000000.0}, {"eos_token_id", 151645}}}},
   };
   return kPresets;
 }

@@ -7,6 +7,7 @@
 #      global batch after 5 steps (<= 1e-6), and log the same losses;
 #   3. `retain launch --nproc 2 -- generate --tp 2` prints what one process prints (dbtrimkv with
 #      the trained gates, sampled with a seed);
+#      eval synthetic --tp 2 writes what one process writes; bench decode/train --tp 2 run;
 #   4. refusals: heads that do not divide, --tp without a launcher, a scorer trained with TP;
 #   5. a killed rank stops its group within dist.timeout_s, naming it.
 # Usage: tensor_parallel_test.sh RETAIN PYTHON WORKER WORKDIR
@@ -123,6 +124,21 @@ assert scores(s1) == scores(s2), f"scores differ: {scores(s1)} vs {scores(s2)}"
 print(f"ok   eval synthetic --tp 2 == one process: {len(tp)} predictions, same scores; re-run resumed")
 PY
 grep -q "generated 0 " syn-resume.log || fail "the re-run generated again: $(grep generated syn-resume.log)"
+
+# 3c. bench decode / bench train --tp 2 run and print one result (rank 0's share).
+"$retain" launch --nproc 2 -- bench decode --preset tiny --arch qwen3 --device cpu --dtype fp32 \
+  --context 64 --new-tokens 4 --batch 1 --policy dbtrimkv --budget 8 --tp 2 --json \
+  > bench-decode.json 2>bench-decode.log || fail "bench decode --tp 2: $(grep -m2 error bench-decode.log)"
+"$retain" launch --nproc 2 -- bench train --preset tiny --arch qwen3 --device cpu --dtype fp32 \
+  --seq 64 --iters 1 --warmup 0 --tp 2 --json \
+  > bench-train.json 2>bench-train.log || fail "bench train --tp 2: $(grep -m2 error bench-train.log)"
+"$python" - <<'PY' || exit 1
+import json
+for name in ("bench-decode", "bench-train"):
+    lines = [json.loads(l) for l in open(f"{name}.json")]
+    assert len(lines) == 1 and lines[0]["tensor_parallel"] == 2, f"{name}: {lines}"
+print("ok   bench decode / bench train --tp 2: one result each, from rank 0")
+PY
 
 # 4. Refusals.
 check_refused() {  # check_refused NAME EXPECTED COMMAND...

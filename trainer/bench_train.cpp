@@ -13,6 +13,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/json.h"
+#include "dist/collectives.h"
 #include "gates/gate_bank.h"
 #include "gates/gated_attention.h"
 #include "gates/losses.h"
@@ -81,7 +82,13 @@ double median(std::vector<double> v) {
 int run_bench_train_command(const BenchTrainOptions& o) {
   check_options(o);
   set_retention_kernels_enabled(o.attention == "kernel");
-  auto model = load_bench_model(o.model);
+  std::shared_ptr<Collectives> world;
+  auto model = load_bench_model(o.model, &world);
+  const bool leader = !world || world->rank() == 0;
+  // --tp: each rank's gate gradients hold its heads' share; they are summed over the group (the
+  // all-reduce phase), and the capacity loss, which every rank computes whole, counts 1/tp.
+  Collectives* tp = model->tensor_parallel();
+  const double tp_size = tp != nullptr ? static_cast<double>(tp->world()) : 1.0;
   const c10::Device device = model->device();
   const ModelConfig& c = model->config();
   GateConfig g;
@@ -112,10 +119,11 @@ int run_bench_train_command(const BenchTrainOptions& o) {
                    {"attention", o.attention},
                    {"iters", o.iters},
                    {"warmup", o.warmup}};
-  if (!o.json) std::cerr << "bench train, resolved:\n" << resolved.dump(2) << "\n";
+  if (world) resolved["tensor_parallel"] = world->world();
+  if (!o.json && leader) std::cerr << "bench train, resolved:\n" << resolved.dump(2) << "\n";
 
   // Phases, each closed by a device synchronisation so its time is its own.
-  std::vector<double> teacher_s, student_s, loss_s, backward_s, optim_s, step_s;
+  std::vector<double> teacher_s, student_s, loss_s, backward_s, reduce_s, optim_s, step_s;
   if (device.is_cuda()) cuda_reset_peak_allocated_bytes(device.index());
   double last_loss = 0;
   for (int it = 0; it < o.warmup + o.iters; ++it) {
@@ -143,13 +151,23 @@ int run_bench_train_command(const BenchTrainOptions& o) {
     CapacitySums cap =
         capacity_sums(student.log_betas(), positions, segments, o.memory, CapacityMode::kGlobal);
     auto loss = sums.fwkl / static_cast<double>(std::max<int64_t>(sums.kl_tokens, 1)) +
-                cap.sum / static_cast<double>(std::max<int64_t>(cap.positive, 1));
+                cap.sum / (static_cast<double>(std::max<int64_t>(cap.positive, 1)) * tp_size);
     sync(device);
     const auto t3 = Clock::now();
     optimizer.zero_grad();
     loss.backward();
     sync(device);
     const auto t4 = Clock::now();
+    if (tp != nullptr) {
+      std::vector<at::Tensor> grads;
+      for (auto& p : gates.parameters()) {
+        if (!p.grad().defined()) p.mutable_grad() = at::zeros_like(p);
+        grads.push_back(p.grad());
+      }
+      all_reduce_flat(*tp, grads);
+    }
+    sync(device);
+    const auto t4b = Clock::now();
     optimizer.step();
     sync(device);
     const auto t5 = Clock::now();
@@ -160,7 +178,8 @@ int run_bench_train_command(const BenchTrainOptions& o) {
     student_s.push_back(seconds(t1, t2));
     loss_s.push_back(seconds(t2, t3));
     backward_s.push_back(seconds(t3, t4));
-    optim_s.push_back(seconds(t4, t5));
+    reduce_s.push_back(seconds(t4, t4b));
+    optim_s.push_back(seconds(t4b, t5));
     step_s.push_back(seconds(t0, t5));
   }
   const double step = median(step_s);
@@ -171,6 +190,8 @@ int run_bench_train_command(const BenchTrainOptions& o) {
   const int64_t peak_memory =
       device.is_cuda() ? cuda_peak_allocated_bytes(device.index()) : peak_rss_bytes();
 
+  if (world) world->shutdown();  // rank 0 hosts the store: it waits for the others
+  if (!leader) return 0;
   Json out = resolved;
   out["tokens_per_s"] = rate;
   out["step_ms"] = step * 1e3;
@@ -185,7 +206,7 @@ int run_bench_train_command(const BenchTrainOptions& o) {
                     {"losses", median(loss_s) * 1e3},
                     {"backward", median(backward_s) * 1e3},
                     {"optimizer", median(optim_s) * 1e3},
-                    {"all_reduce", 0.0}};
+                    {"all_reduce", median(reduce_s) * 1e3}};
   out["loss"] = last_loss;
   if (o.json) {
     std::cout << out.dump() << std::endl;
@@ -202,9 +223,14 @@ int run_bench_train_command(const BenchTrainOptions& o) {
               device.is_cuda() ? "CUDA allocator peak" : "process peak RSS");
   std::printf(
       "time split   teacher %.1f ms, student %.1f ms, losses %.1f ms, backward %.1f ms, "
-      "optimizer %.1f ms, all-reduce 0 (one process)\n",
+      "optimizer %.1f ms, all-reduce %.1f ms%s\n",
       median(teacher_s) * 1e3, median(student_s) * 1e3, median(loss_s) * 1e3,
-      median(backward_s) * 1e3, median(optim_s) * 1e3);
+      median(backward_s) * 1e3, median(optim_s) * 1e3, median(reduce_s) * 1e3,
+      world ? str_cat(" (tensor parallel ", world->world(),
+                      ": tokens/s, FLOPs, memory are one rank's; the layers' all-reduces are in "
+                      "the forward and backward times)")
+                  .c_str()
+            : " (one process)");
   return 0;
 }
 
