@@ -14,7 +14,7 @@ namespace retain {
 
 // Defined in nccl_collectives.cpp (CUDA builds) or below (CPU-only builds).
 std::unique_ptr<Collectives> make_nccl_collectives(const c10::intrusive_ptr<c10d::Store>& store,
-                                                   int rank, int world,
+                                                   int rank, int world, const at::Device& device,
                                                    std::chrono::seconds timeout);
 
 namespace {
@@ -224,7 +224,8 @@ std::unique_ptr<Collectives> make_group_collectives(const c10::intrusive_ptr<c10
   c10::intrusive_ptr<c10d::Store> group_store = store;
   if (!group.empty()) group_store = c10::make_intrusive<c10d::PrefixStore>(group + "/", store);
   if (device.is_cuda())
-    return make_nccl_collectives(group_store, rank, static_cast<int>(ranks.size()), timeout);
+    return make_nccl_collectives(group_store, rank, static_cast<int>(ranks.size()), device,
+                                 timeout);
   return std::make_unique<StoreCollectives>(group_store, rank, ranks, where);
 }
 
@@ -276,7 +277,7 @@ at::Tensor all_gather_cat(Collectives& c, const at::Tensor& tensor, int64_t dim)
 
 #ifndef RETAIN_WITH_NCCL
 std::unique_ptr<Collectives> make_nccl_collectives(const c10::intrusive_ptr<c10d::Store>&, int, int,
-                                                   std::chrono::seconds) {
+                                                   const at::Device&, std::chrono::seconds) {
   fail(
       "multi-process CUDA training needs NCCL, and this build has no CUDA sources (rebuild with "
       "nvcc present)");

@@ -478,7 +478,8 @@ void BudgetedKvCache::evict_global(const at::Tensor& keep, const at::Tensor& tri
   // (layer, head, slot) and ties fall the same way.
   std::vector<int64_t> padded = widths;
   if (group != nullptr) {
-    auto all = all_gather_cat(*group, at::tensor(widths, at::kLong).unsqueeze(0), 0);
+    auto all =
+        all_gather_cat(*group, at::tensor(widths, at::kLong).unsqueeze(0).to(total.device()), 0);
     auto longest = std::get<0>(all.max(0));
     for (int64_t li = 0; li < nl; ++li) padded[li] = longest[li].item<int64_t>();
   }

@@ -60,6 +60,8 @@ EvalModel load_eval_model(const ModelFlags& flags, const std::string& gates_file
   if (!gates_file.empty()) m.gates = load_gate_file(gates_file, m.model->config(), device);
   for (const auto& spec : policies) {
     PolicySpec p = parse_policy(spec);
+    RETAIN_CHECK(flags.tensor_parallel == 1 || !p.needs_scorer(), "--policy ", spec,
+                 ": learned scorers read every head of a layer; run them with --tp 1");
     // Relative gates= and scorer= paths are relative to --gates-dir.
     auto resolved = [&](const std::string& written) {
       fs::path file = written;

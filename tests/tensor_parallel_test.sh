@@ -7,7 +7,8 @@
 #      global batch after 5 steps (<= 1e-6), and log the same losses;
 #   3. `retain launch --nproc 2 -- generate --tp 2` prints what one process prints (dbtrimkv with
 #      the trained gates, sampled with a seed);
-#      eval synthetic --tp 2 writes what one process writes; bench decode/train --tp 2 run;
+#      eval synthetic --tp 2 writes what one process writes; bench decode/train --tp 2 run; a tiny
+#      qwen3_vl generates the same tokens from an image;
 #   4. refusals: heads that do not divide, --tp without a launcher, a scorer trained with TP;
 #   5. a killed rank stops its group within dist.timeout_s, naming it.
 # Usage: tensor_parallel_test.sh RETAIN PYTHON WORKER WORKDIR
@@ -138,6 +139,24 @@ for name in ("bench-decode", "bench-train"):
     lines = [json.loads(l) for l in open(f"{name}.json")]
     assert len(lines) == 1 and lines[0]["tensor_parallel"] == 2, f"{name}: {lines}"
 print("ok   bench decode / bench train --tp 2: one result each, from rank 0")
+PY
+
+# 3d. A vision-language model (tiny random qwen3_vl: replicated vision tower, DeepStack, M-RoPE):
+# generate --tp 2 with an image == one process.
+"$retain" init-model --arch qwen3_vl --preset tiny --seed 7 --out model-vl 2>/dev/null || fail "init-model qwen3_vl"
+"$python" -c "
+from PIL import Image
+Image.new('RGB', (90, 60), (200, 30, 60)).save('red.png')" || fail "writing an image"
+vl=(generate --model model-vl --image red.png --prompt "what is this" --max-new-tokens 8 --temperature 1
+    --seed 2 --ignore-eos --policy snapkv --budget 16 --json)
+"$retain" "${vl[@]}" > vl-one.json 2>vl-one.log || fail "VL generate: $(grep -m2 error vl-one.log)"
+"$retain" launch --nproc 2 -- "${vl[@]}" --tp 2 > vl-tp2.json 2>vl-tp2.log ||
+  fail "VL generate --tp 2: $(grep -m2 error vl-tp2.log)"
+"$python" - <<'PY' || exit 1
+import json
+one, tp = json.load(open("vl-one.json")), json.load(open("vl-tp2.json"))
+assert one["ids"] == tp["ids"], f"qwen3_vl generate --tp 2 gave {tp['ids']}, one process {one['ids']}"
+print(f"ok   qwen3_vl with an image: generate --tp 2 == one process: {tp['ids']}")
 PY
 
 # 4. Refusals.
