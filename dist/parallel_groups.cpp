@@ -44,4 +44,16 @@ ParallelGroups make_parallel_groups(const DistEnv& env, const at::Device& device
   return groups;
 }
 
+ParallelGroups join_tensor_parallel(int tensor_parallel, at::Device& device,
+                                    std::chrono::seconds timeout) {
+  const DistEnv env = detect_dist_env();
+  RETAIN_CHECK(env.world == tensor_parallel, "--tp ", tensor_parallel, " needs ", tensor_parallel,
+               " ranks started by a launcher (retain launch --nproc ", tensor_parallel,
+               " -- COMMAND ... --tp ", tensor_parallel, ", torchrun, srun); found WORLD_SIZE ",
+               env.world);
+  if (device.is_cuda())
+    device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
+  return make_parallel_groups(env, device, timeout, tensor_parallel);
+}
+
 }  // namespace retain

@@ -27,4 +27,10 @@ struct ParallelGroups {
 ParallelGroups make_parallel_groups(const DistEnv& env, const at::Device& device,
                                     std::chrono::seconds timeout, int tensor_parallel);
 
+// The groups of a command run with --tp N (generate, eval, bench): the launcher must have started
+// exactly N ranks (a clear error otherwise); on CUDA, `device` becomes this rank's GPU
+// (cuda:LOCAL_RANK, one GPU per rank).
+ParallelGroups join_tensor_parallel(int tensor_parallel, at::Device& device,
+                                    std::chrono::seconds timeout);
+
 }  // namespace retain

@@ -39,15 +39,9 @@ EvalModel load_eval_model(const ModelFlags& flags, const std::string& gates_file
   LoadOptions load{resolve_dtype(flags.dtype, device, config.dtype), device};
   EvalModel m;
   if (flags.tensor_parallel > 1) {
-    const DistEnv env = detect_dist_env();
-    RETAIN_CHECK(env.world == flags.tensor_parallel, "--tp ", flags.tensor_parallel, " needs ",
-                 flags.tensor_parallel, " ranks started by a launcher (retain launch --nproc ",
-                 flags.tensor_parallel, " -- ..., torchrun, srun); found WORLD_SIZE ", env.world);
-    // One GPU per rank, as in training.
-    if (device.is_cuda()) device = c10::Device(c10::kCUDA, env.local_rank);
+    ParallelGroups groups = join_tensor_parallel(flags.tensor_parallel, device,
+                                                 std::chrono::seconds(flags.dist_timeout_s));
     load.device = device;
-    ParallelGroups groups = make_parallel_groups(
-        env, device, std::chrono::seconds(flags.dist_timeout_s), flags.tensor_parallel);
     m.world = groups.world;
     load.tensor_parallel = groups.tp;
   }

@@ -23,14 +23,9 @@ std::unique_ptr<Decoder> load_bench_model(const BenchModelOptions& o,
           : ModelConfig::load(o.model_dir);
   LoadOptions load{resolve_dtype(o.dtype, device, config.dtype), device};
   if (o.tensor_parallel > 1) {
-    const DistEnv env = detect_dist_env();
-    RETAIN_CHECK(env.world == o.tensor_parallel, "bench: --tp ", o.tensor_parallel, " needs ",
-                 o.tensor_parallel, " ranks started by a launcher (retain launch --nproc ",
-                 o.tensor_parallel, " -- bench ..., torchrun, srun); found WORLD_SIZE ", env.world);
-    if (device.is_cuda()) device = c10::Device(c10::kCUDA, env.local_rank);
-    load.device = device;
     ParallelGroups groups =
-        make_parallel_groups(env, device, std::chrono::seconds(600), o.tensor_parallel);
+        join_tensor_parallel(o.tensor_parallel, device, std::chrono::seconds(600));
+    load.device = device;
     load.tensor_parallel = groups.tp;
     if (world != nullptr) *world = groups.world;
   }
