@@ -15,6 +15,7 @@
 #include "kernels/fused_ops.h"
 #include "model/activation.h"
 #include "model/attention.h"
+#include "model/projection.h"
 #include "model/rope.h"
 #include "model/tensor_parallel.h"
 #include "model/vision/mrope.h"
@@ -217,7 +218,7 @@ at::Tensor Decoder::rms_norm(const at::Tensor& x, const at::Tensor& weight) cons
 }
 
 at::Tensor Decoder::mlp(const Layer& layer, const at::Tensor& x) const {
-  auto gate = at::linear(x, layer.gate_w, layer.gate_b);
+  auto gate = project(x, layer.gate_w, layer.gate_b);
   switch (config_.activation) {
     case Activation::kSilu:
       gate = at::silu(gate);
@@ -232,11 +233,10 @@ at::Tensor Decoder::mlp(const Layer& layer, const at::Tensor& x) const {
       gate = at::relu(gate);
       break;
   }
-  if (!tp_)
-    return at::linear(gate * at::linear(x, layer.up_w, layer.up_b), layer.down_w, layer.down_b);
+  if (!tp_) return project(gate * project(x, layer.up_w, layer.up_b), layer.down_w, layer.down_b);
   // Row-parallel down_proj: the partial products are summed, then the bias is added once.
   auto out = tensor_parallel_reduce(
-      *tp_, at::linear(gate * at::linear(x, layer.up_w, layer.up_b), layer.down_w));
+      *tp_, project(gate * project(x, layer.up_w, layer.up_b), layer.down_w));
   return layer.down_b.defined() ? out + layer.down_b : out;
 }
 
@@ -248,9 +248,9 @@ at::Tensor Decoder::run_layer(int64_t l, const at::Tensor& x, const at::Tensor& 
   const int64_t b = x.size(0), t = x.size(1);
   auto h = rms_norm(x, layer.input_norm);
   if (tp_) h = tensor_parallel_enter(*tp_, h);
-  auto q = at::linear(h, layer.q_w, layer.q_b).view({b, t, c.num_heads, c.head_dim});
-  auto k = at::linear(h, layer.k_w, layer.k_b).view({b, t, c.num_kv_heads, c.head_dim});
-  auto v = at::linear(h, layer.v_w, layer.v_b).view({b, t, c.num_kv_heads, c.head_dim});
+  auto q = project(h, layer.q_w, layer.q_b).view({b, t, c.num_heads, c.head_dim});
+  auto k = project(h, layer.k_w, layer.k_b).view({b, t, c.num_kv_heads, c.head_dim});
+  auto v = project(h, layer.v_w, layer.v_b).view({b, t, c.num_kv_heads, c.head_dim});
   if (c.qk_norm) {
     q = rms_norm(q, layer.q_norm);
     k = rms_norm(k, layer.k_norm);
@@ -277,10 +277,10 @@ at::Tensor Decoder::run_layer(int64_t l, const at::Tensor& x, const at::Tensor& 
   at::Tensor out;
   if (tp_) {
     // Row-parallel o_proj: the partial products are summed, then the bias is added once.
-    auto o = tensor_parallel_reduce(*tp_, at::linear(a, layer.o_w));
+    auto o = tensor_parallel_reduce(*tp_, project(a, layer.o_w));
     out = x + (layer.o_b.defined() ? o + layer.o_b : o);
   } else {
-    out = x + at::linear(a, layer.o_w, layer.o_b);
+    out = x + project(a, layer.o_w, layer.o_b);
   }
   auto h2 = rms_norm(out, layer.post_norm);
   if (tp_) h2 = tensor_parallel_enter(*tp_, h2);
@@ -386,7 +386,7 @@ void Decoder::set_trainable(bool trainable) {
 }
 
 at::Tensor Decoder::logits(const at::Tensor& hidden) const {
-  return at::linear(hidden, lm_head_).to(at::kFloat);
+  return project(hidden, lm_head_).to(at::kFloat);
 }
 
 at::Tensor positions_from_attention_mask(const at::Tensor& attention_mask) {
