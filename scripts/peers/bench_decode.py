@@ -13,8 +13,8 @@ Both sides get the same model directory, the same prompt ids (written to a file 
   knorm      kvpress KnormPress vs retain `knorm`.
 
 Definitions differ where the tools do: kvpress compresses the context once after one full
-prefill and then decodes with the cache growing from M; retain reads the prompt in --chunk
-steps with at most M + buffer entries per head (+ chunk while a chunk is read) and cuts back to
+prefill and then decodes with the cache growing from M; retain's full cache reads the prompt in
+one step as HF does, its eviction policies in --chunk steps with at most M + buffer entries per head (+ chunk while a chunk is read) and cuts back to
 M whenever a head exceeds M + buffer (default buffer 128), while decoding too. The work per
 decoded token is therefore comparable (M to M + 128 entries per head against M to M + N), and
 retain's peak memory is bounded by M + buffer + chunk where kvpress's is the whole prompt.
@@ -88,7 +88,10 @@ def retain_spec(peer, budget):
 def run_retain(args, prompts_file, policy):
     cmd = [args.retain, "bench", "decode", "--model", args.model, "--prompts-file", prompts_file,
            "--new-tokens", str(args.new_tokens), "--budget", str(args.budget), "--policy", policy,
-           "--chunk", str(args.chunk), "--device", args.device, "--dtype", args.dtype,
+           # The full cache reads the whole prompt in one step, as HF does (chunks bound the
+           # memory of the eviction policies only).
+           "--chunk", str(0 if policy == "full" else args.chunk), "--device", args.device,
+           "--dtype", args.dtype,
            "--threads", str(args.threads), "--json"]
     done = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
     if done.returncode != 0:
