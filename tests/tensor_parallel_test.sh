@@ -61,8 +61,8 @@ write_tiny_recipe \
 "$retain" train recipe.yaml run.dir=one train.batch_size=4 2>one.log || fail "1-rank run: $(tail -3 one.log)"
 ranks 2 tp2 "$retain" train recipe.yaml run.dir=tp2 train.batch_size=4 dist.tensor_parallel=2 ||
   fail "TP 2 run"
-ranks 4 tp2dp2 "$retain" train recipe.yaml run.dir=tp2dp2 train.batch_size=2 dist.tensor_parallel=2 ||
-  fail "TP 2 x DP 2 run"
+ranks 4 tp2dp2 "$retain" train recipe.yaml run.dir=tp2dp2 train.batch_size=2 dist.tensor_parallel=2 \
+  log.samples=true || fail "TP 2 x DP 2 run"
 grep -q "tensor parallel 2 x data parallel 2" tp2dp2.rank0 || fail "TP 2 x DP 2: the run does not say its grid: $(grep training tp2dp2.rank0)"
 for run in one tp2 tp2dp2; do
   "$retain" export "$run/step-5" --out "$run.safetensors" 2>/dev/null || fail "export $run"
@@ -81,6 +81,17 @@ for run in ("tp2", "tp2dp2"):
     assert diff <= 1e-6, f"{run}: trained gates differ from one process by {diff}"
     assert loss <= 1e-5, f"{run}: losses differ from one process by {loss}"
     print(f"ok   {run}: gates after 5 steps == one process (max diff {diff:.2e}), losses (max diff {loss:.2e})")
+# One sample log per data-parallel shard (ranks 0 and 2), each step's 2 x 2 sequences distinct.
+import glob, collections
+files = sorted(glob.glob("tp2dp2/samples.rank*.txt"))
+assert [f.split("/")[-1] for f in files] == ["samples.rank0.txt", "samples.rank2.txt"], files
+steps = collections.defaultdict(list)
+for f in files:
+    for line in open(f):
+        step, epoch, sample = map(int, line.split())
+        steps[step].append(sample)
+assert sorted(steps) == [1, 2, 3, 4, 5] and all(len(set(v)) == 4 == len(v) for v in steps.values()), steps
+print("ok   tp2dp2: one sample log per data-parallel shard, 4 distinct sequences per step")
 PY
 
 # 3. generate --tp 2 through the launcher == one process, dbtrimkv with the trained gates. Sampled

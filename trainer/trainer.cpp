@@ -397,7 +397,8 @@ int Trainer::run() {
     bar_.emplace("train", s_.steps, "step");
     bar_->update(step);
   }
-  if (s_.log_samples)
+  // One file per data-parallel shard: the ranks of a tensor-parallel group read the same samples.
+  if (s_.log_samples && tp_->rank() == 0)
     samples_.open(s_.run_dir / str_cat("samples.rank", comm_->rank(), ".txt"), std::ios::app);
   last_log_ = std::chrono::steady_clock::now();
   for (; step < s_.steps; ++step) {
