@@ -21,8 +21,12 @@ configure: setup $(BUILD)/build.ninja
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
+# ctest runs $(JOBS) tests at once: each gets its share of the cores as its thread count (CPU
+# decode splits its products over the threads; two processes with a full team each on the same
+# cores wait on each other at every product, which made the reduced demo 3x slower).
+TEST_THREADS ?= $(shell n=$$(( $$(nproc) / $(JOBS) )); [ $$n -ge 1 ] && echo $$n || echo 1)
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && OMP_NUM_THREADS=$(TEST_THREADS) ctest --output-on-failure -j $(JOBS)
 
 # `make demo`: the whole method on a tiny model trained here from nothing (README, "The demo").
 # Each step is one `retain` command reading its recipe in $(DEMO_RECIPES); the rules only chain
