@@ -212,7 +212,9 @@ smoke() (  # a subshell: it changes directory
     --budget 0.2 --count 4 --words 120 --batch-size 4 --out eval-synthetic &&
     ls eval-synthetic/plot.png eval-synthetic/plot.svg eval-synthetic/memory.png
 )
-suite() { (cd "$BUILD" && timeout "${SUITE_TIMEOUT:-420}" ctest --output-on-failure -j 8 --timeout 300 -E _CUDA); }
+# 8 tests at once, each with its share of the cores (as `make test` does: full thread teams on
+# shared cores wait on each other at every CPU decode product).
+suite() { (cd "$BUILD" && OMP_NUM_THREADS=$(( $(nproc) / 8 > 0 ? $(nproc) / 8 : 1 )) timeout "${SUITE_TIMEOUT:-420}" ctest --output-on-failure -j 8 --timeout 300 -E _CUDA); }
 
 for step in $STEPS; do
   case $step in
