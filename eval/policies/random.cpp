@@ -1,7 +1,8 @@
 // Random eviction: a seeded score for each entry (the floor every informed policy must beat). The
-// score is a hash of (seed, layer, KV head of the model, position), not a draw from a stream, so an entry gets
-// the same score whatever the batch it runs in and however its prompt is chunked: a row of a
-// batched evaluation keeps what it keeps alone.
+// score is a hash of (seed, layer, KV head of the model, position), not a draw from a stream, so
+// an entry gets the same score whatever the batch it runs in, however its prompt is chunked and
+// however the heads are split over tensor-parallel ranks: a row of a batched evaluation keeps
+// what it keeps alone.
 #include "eval/policies/policy_registry.h"
 
 namespace retain {
