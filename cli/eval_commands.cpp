@@ -76,6 +76,7 @@ void register_synthetic(CLI::App* eval, Commands& commands) {
                   "semantics, the context is compressed once and the question kept on top")
       ->check(CLI::IsMember({"evict", "keep"}))
       ->capture_default_str();
+  add_shared_context_flag(cmd, o->share_context);
   commands.add(cmd, [o, sweep, tasks] {
     o->policies = sweep->policies();
     o->budgets = sweep->budgets();
@@ -277,6 +278,7 @@ void register_ruler(CLI::App* eval, Commands& commands) {
                   "answer prefix kept on top; evict: they are part of the budgeted stream")
       ->check(CLI::IsMember({"evict", "keep"}))
       ->capture_default_str();
+  add_shared_context_flag(cmd, o->share_context);
   commands.add(cmd, [o, sweep, tasks, lengths] {
     o->policies = sweep->policies();
     o->budgets = sweep->budgets();

@@ -158,4 +158,11 @@ void add_batch_flag(CLI::App* cmd, int64_t& batch_size) {
       ->capture_default_str();
 }
 
+void add_shared_context_flag(CLI::App* cmd, bool& share_context) {
+  cmd->add_flag_callback(
+      "--no-shared-context", [&share_context] { share_context = false; },
+      "under --question-mode keep, read each (policy, budget) cell's context itself (by default "
+      "the budgets of a policy read it once when it fits one --chunk; the same predictions)");
+}
+
 }  // namespace retain::cli

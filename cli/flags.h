@@ -35,6 +35,8 @@ void add_sweep_flags(CLI::App* cmd, SweepFlags& sweep, std::string& gates, int64
                      std::string& out, int64_t* limit, const std::string& limit_help);
 // --batch-size of the sweeps whose examples are single generations.
 void add_batch_flag(CLI::App* cmd, int64_t& batch_size);
+// --no-shared-context (SweepSettings::share_context).
+void add_shared_context_flag(CLI::App* cmd, bool& share_context);
 
 // "a,b,,c" -> {a, b, c}.
 std::vector<std::string> split_list(const std::string& text);

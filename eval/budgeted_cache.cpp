@@ -77,12 +77,13 @@ BudgetedKvCache::BudgetedKvCache(const ModelConfig& model, const PolicySpec& pol
   // What the cache reads from policy() alone must not depend on the budget.
   for (const auto& g : groups_) {
     const EvictionPolicy& first = this->policy();
-    RETAIN_CHECK(g.policy->votes() == first.votes() && g.policy->threshold() == first.threshold() &&
-                     g.policy->min_per_head() == first.min_per_head() &&
-                     g.policy->static_decode() == first.static_decode() &&
-                     g.policy->query_statistics_from() == first.query_statistics_from(),
-                 "BudgetedKvCache: --policy ", spec_.name(),
-                 " behaves differently at different budgets beyond its scores and votes");
+    RETAIN_CHECK(
+        g.policy->votes() == first.votes() && g.policy->threshold() == first.threshold() &&
+            g.policy->min_per_head() == first.min_per_head() &&
+            g.policy->static_decode() == first.static_decode() &&
+            (g.policy->query_statistics_from() >= 0) == (first.query_statistics_from() >= 0),
+        "BudgetedKvCache: --policy ", spec_.name(),
+        " behaves differently at different budgets beyond its scores and votes");
   }
 }
 
@@ -114,8 +115,13 @@ void BudgetedKvCache::bind_rows(int64_t batch, const at::Device& device) {
   std::vector<int64_t> floors;
   for (int64_t budget : per_row) floors.push_back(adakv_head_floor(budget, a.safeguard));
   adakv_floor_rows_ = at::tensor(floors, at::kLong).to(device);
-  for (auto& g : groups_)
+  // Where each row's query statistics start (expected_attention's sinks depend on the budget).
+  std::vector<int64_t> from(static_cast<size_t>(batch), policy().query_statistics_from());
+  for (auto& g : groups_) {
     if (!g.rows.empty()) g.index = at::tensor(g.rows, at::kLong).to(device);
+    for (int64_t r : g.rows) from[static_cast<size_t>(r)] = g.policy->query_statistics_from();
+  }
+  query_statistics_from_rows_ = at::tensor(from, at::kLong).to(device);
   row_peaks_.assign(static_cast<size_t>(batch), 0);
 }
 
@@ -261,8 +267,8 @@ void BudgetedKvCache::add_query_statistics(Layer& l, const at::Tensor& q_before_
   }
   auto q = q_before_rope.to(at::kFloat);
   // Padding (position -1) and the first positions (attention sinks) are left out.
-  auto counted = (positions >= policy().query_statistics_from()).to(at::kFloat);  // (B, T)
-  auto n_step = counted.sum(1);                                                   // (B,)
+  auto counted = (positions >= query_statistics_from_rows_.view({b, 1})).to(at::kFloat);  // (B, T)
+  auto n_step = counted.sum(1);                                                           // (B,)
   auto weight = counted.view({b, 1, -1, 1});
   auto mean_step = (q * weight).sum(2) / n_step.clamp_min(1).view({b, 1, 1});
   auto centered = (q - mean_step.unsqueeze(2)) * weight;

@@ -188,7 +188,9 @@ class BudgetedKvCache : public KvCache {
   // on the host for static decode.
   std::vector<at::Tensor> layer_budget_rows_;
   std::vector<std::vector<int64_t>> host_layer_budgets_;
-  at::Tensor adakv_floor_rows_;   // alloc=adakv: each sequence's per-head floor (B,)
+  at::Tensor adakv_floor_rows_;  // alloc=adakv: each sequence's per-head floor (B,)
+  // Per sequence the first position its query statistics count (its group's policy's) (B,).
+  at::Tensor query_statistics_from_rows_;
   std::vector<int64_t> protect_;  // per sequence (or one for all) the first protected position
   std::vector<Layer> layers_;
   // Per sequence, the next token's position (last position seen + 1): rows of a padded batch

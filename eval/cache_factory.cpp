@@ -31,15 +31,27 @@ std::unique_ptr<KvCache> make_batch_kv_cache(const ModelConfig& model, const Pol
                                              const std::vector<int64_t>& prompt_tokens,
                                              int64_t chunk, LearnedModules learned,
                                              const std::vector<int64_t>& extra) {
+  return make_batch_kv_cache(model, policy, std::vector<double>(prompt_tokens.size(), budget),
+                             prompt_tokens, chunk, learned, extra);
+}
+
+std::unique_ptr<KvCache> make_batch_kv_cache(const ModelConfig& model, const PolicySpec& policy,
+                                             const std::vector<double>& budgets,
+                                             const std::vector<int64_t>& prompt_tokens,
+                                             int64_t chunk, LearnedModules learned,
+                                             const std::vector<int64_t>& extra) {
   RETAIN_CHECK(!prompt_tokens.empty(), "make_batch_kv_cache: no rows");
+  RETAIN_CHECK(budgets.size() == prompt_tokens.size(), "make_batch_kv_cache: ", budgets.size(),
+               " budgets for ", prompt_tokens.size(), " rows");
   RETAIN_CHECK(extra.empty() || extra.size() == prompt_tokens.size(),
                "make_batch_kv_cache: ", extra.size(), " extra budgets for ", prompt_tokens.size(),
                " rows");
   if (!policy.budgeted()) return std::make_unique<FullKvCache>(model.num_layers);
-  std::vector<int64_t> budgets;
+  std::vector<int64_t> entries;
   for (size_t r = 0; r < prompt_tokens.size(); ++r)
-    budgets.push_back(resolve_budget(budget, prompt_tokens[r]) + (extra.empty() ? 0 : extra[r]));
-  return std::make_unique<BudgetedKvCache>(model, policy, std::move(budgets),
+    entries.push_back(resolve_budget(budgets[r], prompt_tokens[r]) +
+                      (extra.empty() ? 0 : extra[r]));
+  return std::make_unique<BudgetedKvCache>(model, policy, std::move(entries),
                                            std::max<int64_t>(chunk, 1), learned);
 }
 

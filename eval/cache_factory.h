@@ -27,5 +27,11 @@ std::unique_ptr<KvCache> make_batch_kv_cache(const ModelConfig& model, const Pol
                                              const std::vector<int64_t>& prompt_tokens,
                                              int64_t chunk, LearnedModules learned,
                                              const std::vector<int64_t>& extra = {});
+// The same with a budget of its own for each row (a sweep's budgets sharing one context read).
+std::unique_ptr<KvCache> make_batch_kv_cache(const ModelConfig& model, const PolicySpec& policy,
+                                             const std::vector<double>& budgets,
+                                             const std::vector<int64_t>& prompt_tokens,
+                                             int64_t chunk, LearnedModules learned,
+                                             const std::vector<int64_t>& extra = {});
 
 }  // namespace retain

@@ -202,12 +202,9 @@ TEST(Synthetic, SweepWritesScoresAndResumes) {
   }
 }
 
-// --batch-size N generates N examples of a cell at once. Each row keeps its own budget (a
-// fractional budget resolves per prompt), its own protected question or compressed context, and
-// is read in the chunks it is read in alone: every policy predicts the same answers, with the
-// same KV bytes and the same most-entries-read, as one example at a time.
-TEST(Synthetic, BatchedSweepPredictsWhatEachExampleAloneDoes) {
-  testing::TempDir dir;
+// Every budgeted policy of the registry (and a few options) on the tiny Llama in `dir`, its
+// random gates and learned scorers written there: options for a synthetic sweep of them.
+SyntheticEvalOptions every_policy_sweep(const testing::TempDir& dir) {
   const std::string model_dir = make_tiny_llama(dir);
   const ModelConfig config = ModelConfig::load(model_dir);
   GateConfig gate_config;
@@ -239,27 +236,38 @@ TEST(Synthetic, BatchedSweepPredictsWhatEachExampleAloneDoes) {
                            (r.needs_scorer ? ",scorer=" + r.name + ".safetensors" : ""));
   o.policies.push_back("snapkv:pool=avg,buffer=0");
   o.policies.push_back("trimkv:threshold=0.5,buffer=2");
-  o.budgets = {0.15, 9};
   o.count = 2;
   o.context_words = 60;
   o.max_new_tokens = 4;
+  return o;
+}
+
+// What each record of a predictions.jsonl says of its generation, timings and batch size aside.
+std::map<std::string, std::string> generation_records(const fs::path& file) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(read_text_file(file));
+  std::string line;
+  while (std::getline(in, line)) {
+    Json j = Json::parse(line);
+    std::string key = j["policy"].dump() + j["budget"].dump() + j["id"].dump() + j["turn"].dump();
+    std::string value;
+    for (const char* field : {"pred", "prompt_tokens", "peak_kv_bytes", "live_kv_bytes",
+                              "budget_kv_bytes", "max_attended_entries", "max_attended_total"})
+      value += j[field].dump() + " ";
+    out[key] = value;
+  }
+  return out;
+}
+
+// --batch-size N generates N examples of a cell at once. Each row keeps its own budget (a
+// fractional budget resolves per prompt), its own protected question or compressed context, and
+// is read in the chunks it is read in alone: every policy predicts the same answers, with the
+// same KV bytes and the same most-entries-read, as one example at a time.
+TEST(Synthetic, BatchedSweepPredictsWhatEachExampleAloneDoes) {
+  testing::TempDir dir;
+  SyntheticEvalOptions o = every_policy_sweep(dir);
+  o.budgets = {0.15, 9};
   o.chunk = 7;  // several chunks, a partial one first, rows of different lengths padded
-  // What a record says of its generation, timings and batch size aside.
-  auto records = [](const fs::path& file) {
-    std::map<std::string, std::string> out;
-    std::istringstream in(read_text_file(file));
-    std::string line;
-    while (std::getline(in, line)) {
-      Json j = Json::parse(line);
-      std::string key = j["policy"].dump() + j["budget"].dump() + j["id"].dump() + j["turn"].dump();
-      std::string value;
-      for (const char* field : {"pred", "prompt_tokens", "peak_kv_bytes", "live_kv_bytes",
-                                "budget_kv_bytes", "max_attended_entries", "max_attended_total"})
-        value += j[field].dump() + " ";
-      out[key] = value;
-    }
-    return out;
-  };
   const std::vector<std::string> every_policy = o.policies;
   for (const std::string mode : {"evict", "protect", "keep"}) {
     o.question_mode = mode == "keep" ? "keep" : "evict";
@@ -274,12 +282,47 @@ TEST(Synthetic, BatchedSweepPredictsWhatEachExampleAloneDoes) {
       o.batch_size = b == 0 ? 1 : 5;
       o.out = (dir / (mode + std::to_string(o.batch_size))).string();
       ASSERT_EQ(run_synthetic_eval(o), 0);
-      runs[b] = records(fs::path(o.out) / "predictions.jsonl");
+      runs[b] = generation_records(fs::path(o.out) / "predictions.jsonl");
     }
     ASSERT_EQ(runs[0].size(), runs[1].size());
     ASSERT_EQ(runs[0].size(), o.policies.size() * 2 * 12 - 12);  // full runs once
     for (const auto& [key, alone] : runs[0]) EXPECT_EQ(runs[1][key], alone) << mode << " " << key;
   }
+}
+
+// Under --question-mode keep with the context read in one step, the budgets of a policy read each
+// context once (SharedContextCache), alone or batched: every policy predicts what each (policy,
+// budget) cell predicts reading the context itself, with the same KV bytes and entries read. A
+// run killed half-way resumes to the same records.
+TEST(Synthetic, BudgetsSharingAContextReadPredictWhatEachCellDoesAlone) {
+  testing::TempDir dir;
+  SyntheticEvalOptions o = every_policy_sweep(dir);
+  o.budgets = {0.15, 9, 0.3};
+  o.question_mode = "keep";
+  o.chunk = 4096;  // every context in one step
+  o.share_context = false;
+  o.out = (dir / "alone").string();
+  ASSERT_EQ(run_synthetic_eval(o), 0);
+  const auto alone = generation_records(fs::path(o.out) / "predictions.jsonl");
+  ASSERT_EQ(alone.size(), (o.policies.size() - 1) * 3 * 12 + 12);
+  o.share_context = true;
+  for (int64_t batch : {1, 3}) {
+    o.batch_size = batch;
+    o.out = (dir / ("shared" + std::to_string(batch))).string();
+    ASSERT_EQ(run_synthetic_eval(o), 0);
+    const auto shared = generation_records(fs::path(o.out) / "predictions.jsonl");
+    ASSERT_EQ(shared.size(), alone.size());
+    for (const auto& [key, record] : alone)
+      EXPECT_EQ(shared.at(key), record) << batch << " " << key;
+  }
+  // Resume: keep the first 40 lines (some budgets of a unit written, others not).
+  const fs::path log = dir / "shared3" / "predictions.jsonl";
+  std::istringstream in(read_text_file(log));
+  std::string kept, line;
+  for (int n = 0; n < 40 && std::getline(in, line); ++n) kept += line + "\n";
+  write_text_file_atomic(log, kept);
+  ASSERT_EQ(run_synthetic_eval(o), 0);
+  EXPECT_EQ(generation_records(log), alone);
 }
 
 // The llama GQA-4 fixture, the ids of its transformers reference and the loss it computed.

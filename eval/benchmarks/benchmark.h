@@ -35,6 +35,8 @@ struct SweepSettings {
   int64_t chunk = 512;
   int64_t batch_size = 1;  // units of a cell generated at once
   std::string out;
+  // The budgets of a policy read a unit's context once when they can (run_generations_shared).
+  bool share_context = true;
 };
 
 // What one unit of work runs with.
@@ -125,5 +127,14 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& settings);
 // first and rows that do not as two): what run_sweep does with each --batch-size units.
 std::vector<Json> run_generations(const Benchmark& benchmark, const std::vector<size_t>& units,
                                   const UnitContext& context);
+
+// The records of `units` under every cell of one policy at several budgets, per cell: a unit whose
+// context is compressed once and read in one step (--question-mode keep, a chunk that holds it),
+// with the same generation at every budget, is read once for all of them (SharedContextCache;
+// one row per budget from then on); any other unit runs cell by cell. Each record is what
+// run_generations gives for its cell.
+std::vector<std::vector<Json>> run_generations_shared(const Benchmark& benchmark,
+                                                      const std::vector<size_t>& units,
+                                                      const std::vector<UnitContext>& cells);
 
 }  // namespace retain

@@ -273,8 +273,8 @@ void write_leaderboard(const fs::path& out, const RulerEvalOptions& o,
 
 int run_ruler_eval(const RulerEvalOptions& o) {
   RulerBenchmark benchmark(o);
-  const int rc =
-      run_sweep(benchmark, {o.model, o.policies, o.budgets, o.gates, o.chunk, o.batch_size, o.out});
+  const int rc = run_sweep(benchmark, {o.model, o.policies, o.budgets, o.gates, o.chunk,
+                                       o.batch_size, o.out, o.share_context});
   write_leaderboard(o.out, o, benchmark.tasks());
   log_info("wrote ", (fs::path(o.out) / "leaderboard.csv").string());
   return rc;

@@ -23,6 +23,8 @@ struct RulerEvalOptions {
   std::string gates;
   int64_t chunk = 2048;
   int64_t batch_size = 1;
+  // The budgets of a policy read a context once under --question-mode keep (run_sweep).
+  bool share_context = true;
   std::vector<int64_t> lengths = {4096};
   std::vector<std::string> tasks;  // empty: every task the sources allow
   int64_t samples = 50;            // per task and length (RULER and kvpress: 500)

@@ -11,6 +11,7 @@
 #include "eval/cache_factory.h"
 #include "eval/plot.h"
 #include "eval/scores.h"
+#include "eval/shared_context_cache.h"
 
 namespace retain {
 
@@ -122,22 +123,102 @@ std::vector<std::pair<GenerationResult, Json>> generate_requests(
 
 }  // namespace
 
+namespace {
+
+GenerationRequest checked_request(const Benchmark& benchmark, size_t unit, const UnitContext& c) {
+  GenerationRequest q = benchmark.request(unit, c);
+  RETAIN_CHECK(!q.prompt.empty(), "eval ", benchmark.name(), ": unit ", unit, " has no prompt");
+  RETAIN_CHECK(q.context_tokens < static_cast<int64_t>(q.prompt.size()), "eval ", benchmark.name(),
+               ": unit ", unit, "'s context is its whole prompt");
+  RETAIN_CHECK(!q.multimodal || (q.context_tokens == 0 && q.multimodal->ids == q.prompt), "eval ",
+               benchmark.name(), ": unit ", unit,
+               "'s images need its prompt to be the multimodal prompt's ids, read whole");
+  return q;
+}
+
+// Whether every budget of a unit can share its context read: kvpress's semantics with the context
+// in one step, and the same generation whatever the budget.
+bool shares_context(const std::vector<GenerationRequest>& per_budget, int64_t chunk) {
+  const GenerationRequest& q = per_budget.front();
+  if (q.context_tokens <= 0 || (chunk > 0 && q.context_tokens > chunk) || q.multimodal)
+    return false;
+  for (const auto& other : per_budget)
+    if (other.prompt != q.prompt || other.context_tokens != q.context_tokens ||
+        other.budget_tokens != q.budget_tokens || other.budget_extra != q.budget_extra ||
+        other.protect_from != q.protect_from || other.max_new_tokens != q.max_new_tokens ||
+        other.extra_stop_ids != q.extra_stop_ids || other.multimodal)
+      return false;
+  return true;
+}
+
+// Every cell (one policy, one budget each) on `units`, whose contexts share one read
+// (shares_context): rows unit-major, one per (unit, budget), each cut to its budget at the
+// context's end. Records per cell, per unit.
+std::vector<std::vector<Json>> generate_shared(
+    const Benchmark& benchmark, const std::vector<size_t>& units,
+    const std::vector<std::vector<GenerationRequest>>& requests,  // [unit][cell]
+    const std::vector<UnitContext>& cells) {
+  const UnitContext& c = cells.front();
+  const size_t n = cells.size();
+  std::vector<double> budgets;
+  std::vector<int64_t> budget_tokens, extra, protect;
+  std::vector<std::vector<int64_t>> contexts, prompts;
+  std::vector<RowOptions> rows;
+  bool any_protected = false;
+  for (const auto& per_cell : requests) {
+    const GenerationRequest& q = per_cell.front();
+    contexts.emplace_back(q.prompt.begin(), q.prompt.begin() + q.context_tokens);
+    for (size_t k = 0; k < n; ++k) {
+      budgets.push_back(cells[k].budget.value_or(0.0));
+      budget_tokens.push_back(q.budget_tokens >= 0 ? q.budget_tokens
+                                                   : static_cast<int64_t>(q.prompt.size()));
+      extra.push_back(q.budget_extra);
+      protect.push_back(q.protect_from);
+      any_protected = any_protected || q.protect_from >= 0;
+      prompts.emplace_back(q.prompt.begin() + q.context_tokens, q.prompt.end());
+      RowOptions row;
+      row.max_new_tokens = q.max_new_tokens;
+      row.extra_stop_ids = q.extra_stop_ids;
+      row.start_position = q.context_tokens;
+      rows.push_back(std::move(row));
+    }
+  }
+  SharedContextCache cache(make_batch_kv_cache(c.model.config(), c.policy, budgets, budget_tokens,
+                                               c.chunk, c.eval_model.learned_for(c.policy), extra),
+                           static_cast<int64_t>(n));
+  if (any_protected) cache.protect_from(protect);
+  prefill_batch(c.model, contexts, cache, std::vector<int64_t>(contexts.size(), 0), c.chunk);
+  RETAIN_CHECK(!cache.sharing(), "eval ", benchmark.name(),
+               ": a shared context took more than one "
+               "step (internal)");
+  cache.compress_context();
+  std::vector<GenerationResult> results =
+      generate_batch(c.model, prompts, cache, c.sampling(0), rows);
+  const std::vector<KvCache::RowBytes> bytes = cache.row_bytes();
+  BatchRates batch;
+  batch.size = static_cast<int64_t>(results.size());
+  for (size_t r = 0; r < results.size(); ++r) {
+    batch.prompt_tokens += static_cast<int64_t>(prompts[r].size());
+    batch.new_tokens += std::max<int64_t>(static_cast<int64_t>(results[r].tokens.size()) - 1, 0);
+  }
+  std::vector<std::vector<Json>> records(n, std::vector<Json>(units.size()));
+  for (size_t u = 0; u < units.size(); ++u)
+    for (size_t k = 0; k < n; ++k) {
+      const size_t r = u * n + k;
+      results[r].prompt_tokens = static_cast<int64_t>(requests[u][k].prompt.size());
+      Json fields = generation_fields(results[r], bytes.at(r), batch);
+      records[k][u] =
+          benchmark.record(units[u], requests[u][k], results[r], std::move(fields), cells[k]);
+    }
+  return records;
+}
+
+}  // namespace
+
 std::vector<Json> run_generations(const Benchmark& benchmark, const std::vector<size_t>& units,
                                   const UnitContext& c) {
   std::vector<GenerationRequest> requests;
-  for (size_t unit : units) {
-    requests.push_back(benchmark.request(unit, c));
-    RETAIN_CHECK(!requests.back().prompt.empty(), "eval ", benchmark.name(), ": unit ", unit,
-                 " has no prompt");
-    RETAIN_CHECK(
-        requests.back().context_tokens < static_cast<int64_t>(requests.back().prompt.size()),
-        "eval ", benchmark.name(), ": unit ", unit, "'s context is its whole prompt");
-    RETAIN_CHECK(
-        !requests.back().multimodal || (requests.back().context_tokens == 0 &&
-                                        requests.back().multimodal->ids == requests.back().prompt),
-        "eval ", benchmark.name(), ": unit ", unit,
-        "'s images need its prompt to be the multimodal prompt's ids, read whole");
-  }
+  for (size_t unit : units) requests.push_back(checked_request(benchmark, unit, c));
   // Rows that compress a context first and rows that do not are generated as two batches.
   std::vector<Json> records(units.size());
   for (const bool keep : {false, true}) {
@@ -153,6 +234,40 @@ std::vector<Json> run_generations(const Benchmark& benchmark, const std::vector<
     for (size_t j = 0; j < part.size(); ++j)
       records[part[j]] = benchmark.record(units[part[j]], part_requests[j], generated[j].first,
                                           std::move(generated[j].second), c);
+  }
+  return records;
+}
+
+std::vector<std::vector<Json>> run_generations_shared(const Benchmark& benchmark,
+                                                      const std::vector<size_t>& units,
+                                                      const std::vector<UnitContext>& cells) {
+  std::vector<std::vector<Json>> records(cells.size(), std::vector<Json>(units.size()));
+  std::vector<size_t> shared, alone;  // positions in `units`
+  std::vector<std::vector<GenerationRequest>> shared_requests;
+  for (size_t u = 0; u < units.size(); ++u) {
+    std::vector<GenerationRequest> per_cell;
+    for (const auto& c : cells) per_cell.push_back(checked_request(benchmark, units[u], c));
+    if (cells.size() > 1 && shares_context(per_cell, cells.front().chunk)) {
+      shared.push_back(u);
+      shared_requests.push_back(std::move(per_cell));
+    } else {
+      alone.push_back(u);
+    }
+  }
+  if (!shared.empty()) {
+    std::vector<size_t> shared_units;
+    for (size_t u : shared) shared_units.push_back(units[u]);
+    auto done = generate_shared(benchmark, shared_units, shared_requests, cells);
+    for (size_t k = 0; k < cells.size(); ++k)
+      for (size_t j = 0; j < shared.size(); ++j) records[k][shared[j]] = std::move(done[k][j]);
+  }
+  if (!alone.empty()) {
+    std::vector<size_t> alone_units;
+    for (size_t u : alone) alone_units.push_back(units[u]);
+    for (size_t k = 0; k < cells.size(); ++k) {
+      auto done = run_generations(benchmark, alone_units, cells[k]);
+      for (size_t j = 0; j < alone.size(); ++j) records[k][alone[j]] = std::move(done[j]);
+    }
   }
   return records;
 }
@@ -216,42 +331,73 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
   // load and set-up are not in it.
   int64_t generated = 0;
   double generation_seconds = 0;
-  for (const auto& cell : cells) {
-    const PolicySpec policy = parse_policy(cell.policy);
-    const UnitContext context{*m.model, *m.tokenizer, m, policy, cell.budget, s.chunk};
-    const Json budget = budget_json(cell.budget);
-    std::vector<std::optional<Json>> records(units);
-    std::vector<size_t> pending;
-    for (size_t i = 0; i < units; ++i) {
-      if (const Json* previous = log.find(cell_key(cell.policy, budget, benchmark.unit_key(i))))
-        records[i] = *previous;
-      else
-        pending.push_back(i);
+  // The cells of one policy at several budgets (sweep_cells lists them together) run as a group:
+  // a unit whose context can be read once for all of them (run_generations_shared) is.
+  const bool share = s.share_context && benchmark.single_generation();
+  for (size_t first = 0; first < cells.size();) {
+    size_t last = first + 1;
+    while (share && last < cells.size() && cells[last].policy == cells[first].policy) ++last;
+    const size_t n = last - first;
+    const PolicySpec policy = parse_policy(cells[first].policy);
+    std::vector<UnitContext> contexts;
+    std::vector<Json> budgets;
+    std::vector<std::vector<std::optional<Json>>> records(n,
+                                                          std::vector<std::optional<Json>>(units));
+    std::vector<size_t> pending;  // units some cell of the group lacks
+    for (size_t k = 0; k < n; ++k) {
+      const SweepCell& cell = cells[first + k];
+      contexts.push_back({*m.model, *m.tokenizer, m, policy, cell.budget, s.chunk});
+      budgets.push_back(budget_json(cell.budget));
+      int64_t finished = 0;
+      for (size_t i = 0; i < units; ++i)
+        if (const Json* previous =
+                log.find(cell_key(cell.policy, budgets[k], benchmark.unit_key(i)))) {
+          records[k][i] = *previous;
+          ++finished;
+        }
+      if (bar) bar->update(finished);
     }
-    if (bar) bar->update(static_cast<int64_t>(units - pending.size()));
+    for (size_t i = 0; i < units; ++i)
+      for (size_t k = 0; k < n; ++k)
+        if (!records[k][i]) {
+          pending.push_back(i);
+          break;
+        }
     // Consecutive pending units in batches of --batch-size.
     for (size_t begin = 0; begin < pending.size();) {
       const size_t end = std::min(pending.size(), begin + static_cast<size_t>(s.batch_size));
       std::vector<size_t> batch(pending.begin() + begin, pending.begin() + end);
       const auto started = std::chrono::steady_clock::now();
-      std::vector<Json> done = benchmark.single_generation()
-                                   ? run_generations(benchmark, batch, context)
-                                   : std::vector<Json>{benchmark.run(batch.front(), context)};
+      std::vector<std::vector<Json>> done;
+      if (n > 1)
+        done = run_generations_shared(benchmark, batch, contexts);
+      else if (benchmark.single_generation())
+        done.push_back(run_generations(benchmark, batch, contexts.front()));
+      else
+        done.push_back({benchmark.run(batch.front(), contexts.front())});
       generation_seconds +=
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-      generated += static_cast<int64_t>(batch.size());
-      for (size_t k = 0; k < batch.size(); ++k) {
-        done[k]["policy"] = cell.policy;
-        done[k]["budget"] = budget;
-        log.append(done[k]);
-        records[batch[k]] = std::move(done[k]);
-      }
-      if (bar) bar->update(static_cast<int64_t>(batch.size()));
+      int64_t appended = 0;
+      for (size_t k = 0; k < n; ++k)
+        for (size_t j = 0; j < batch.size(); ++j) {
+          if (records[k][batch[j]]) continue;  // resumed: the record written before stands
+          done[k][j]["policy"] = cells[first + k].policy;
+          done[k][j]["budget"] = budgets[k];
+          log.append(done[k][j]);
+          records[k][batch[j]] = std::move(done[k][j]);
+          ++appended;
+        }
+      generated += appended;
+      if (bar) bar->update(appended);
       begin = end;
     }
-    std::vector<Json> cell_records;
-    for (auto& r : records) cell_records.push_back(std::move(*r));
-    rows.push_back(score_row(cell.policy, cell.budget, benchmark.aggregate(cell_records)));
+    for (size_t k = 0; k < n; ++k) {
+      std::vector<Json> cell_records;
+      for (auto& r : records[k]) cell_records.push_back(std::move(*r));
+      rows.push_back(score_row(cells[first + k].policy, cells[first + k].budget,
+                               benchmark.aggregate(cell_records)));
+    }
+    first = last;
   }
   if (m.world) m.world->shutdown();  // rank 0 hosts the store: it waits for the others
   if (!leader) return 0;

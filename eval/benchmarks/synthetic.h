@@ -21,6 +21,8 @@ struct SyntheticEvalOptions {
   std::string gates;
   int64_t chunk = 512;
   int64_t batch_size = 1;  // examples generated at once
+  // The budgets of a policy read a context once under --question-mode keep (run_sweep).
+  bool share_context = true;
   std::vector<std::string> tasks = {"kv", "vars", "needle", "multi"};
   std::string data;    // a task file (retain synth's heldout.jsonl) instead of generating
   int64_t count = 10;  // examples per task
