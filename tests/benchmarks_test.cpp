@@ -306,8 +306,10 @@ TEST(Synthetic, BudgetsSharingAContextReadPredictWhatEachCellDoesAlone) {
   const auto alone = generation_records(fs::path(o.out) / "predictions.jsonl");
   ASSERT_EQ(alone.size(), (o.policies.size() - 1) * 3 * 12 + 12);
   o.share_context = true;
-  for (int64_t batch : {1, 3}) {
+  // --chunk 0 also reads each prompt in one step (the caches sized for it).
+  for (int64_t batch : {1, 3, 2}) {
     o.batch_size = batch;
+    o.chunk = batch == 2 ? 0 : 4096;
     o.out = (dir / ("shared" + std::to_string(batch))).string();
     ASSERT_EQ(run_synthetic_eval(o), 0);
     const auto shared = generation_records(fs::path(o.out) / "predictions.jsonl");
@@ -316,7 +318,10 @@ TEST(Synthetic, BudgetsSharingAContextReadPredictWhatEachCellDoesAlone) {
       EXPECT_EQ(shared.at(key), record) << batch << " " << key;
   }
   // Resume: keep the first 40 lines (some budgets of a unit written, others not).
-  const fs::path log = dir / "shared3" / "predictions.jsonl";
+  o.batch_size = 3;
+  o.chunk = 4096;
+  o.out = (dir / "shared3").string();
+  const fs::path log = fs::path(o.out) / "predictions.jsonl";
   std::istringstream in(read_text_file(log));
   std::string kept, line;
   for (int n = 0; n < 40 && std::getline(in, line); ++n) kept += line + "\n";

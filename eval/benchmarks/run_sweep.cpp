@@ -16,9 +16,23 @@
 namespace retain {
 
 std::unique_ptr<KvCache> UnitContext::make_cache(int64_t prompt_tokens) const {
-  return make_kv_cache(model.config(), policy, budget.value_or(0.0), prompt_tokens, chunk,
-                       eval_model.learned_for(policy));
+  // --chunk 0 reads a prompt in one step: the cache is sized for it.
+  return make_kv_cache(model.config(), policy, budget.value_or(0.0), prompt_tokens,
+                       chunk > 0 ? chunk : prompt_tokens, eval_model.learned_for(policy));
 }
+
+namespace {
+
+// The most tokens one forward of `requests` appends: --chunk, or with --chunk 0 (one step) the
+// longest prompt.
+int64_t largest_step(const std::vector<GenerationRequest>& requests, int64_t chunk) {
+  if (chunk > 0) return chunk;
+  size_t longest = 1;
+  for (const auto& q : requests) longest = std::max(longest, q.prompt.size());
+  return static_cast<int64_t>(longest);
+}
+
+}  // namespace
 
 SamplingOptions UnitContext::sampling(int64_t max_new_tokens) const {
   SamplingOptions s;
@@ -79,9 +93,9 @@ std::vector<std::pair<GenerationResult, Json>> generate_requests(
     protect.push_back(q.protect_from);
     any_protected = any_protected || q.protect_from >= 0;
   }
-  auto cache =
-      make_batch_kv_cache(c.model.config(), c.policy, c.budget.value_or(0.0), budget_tokens,
-                          c.chunk, c.eval_model.learned_for(c.policy), extra);
+  auto cache = make_batch_kv_cache(c.model.config(), c.policy, c.budget.value_or(0.0),
+                                   budget_tokens, largest_step(requests, c.chunk),
+                                   c.eval_model.learned_for(c.policy), extra);
   if (any_protected) cache->protect_from(protect);
   const bool keep = requests.front().context_tokens > 0;
   std::vector<std::vector<int64_t>> prompts, contexts;
@@ -183,9 +197,12 @@ std::vector<std::vector<Json>> generate_shared(
       rows.push_back(std::move(row));
     }
   }
-  SharedContextCache cache(make_batch_kv_cache(c.model.config(), c.policy, budgets, budget_tokens,
-                                               c.chunk, c.eval_model.learned_for(c.policy), extra),
-                           static_cast<int64_t>(n));
+  std::vector<GenerationRequest> firsts;
+  for (const auto& per_cell : requests) firsts.push_back(per_cell.front());
+  SharedContextCache cache(
+      make_batch_kv_cache(c.model.config(), c.policy, budgets, budget_tokens,
+                          largest_step(firsts, c.chunk), c.eval_model.learned_for(c.policy), extra),
+      static_cast<int64_t>(n));
   if (any_protected) cache.protect_from(protect);
   prefill_batch(c.model, contexts, cache, std::vector<int64_t>(contexts.size(), 0), c.chunk);
   RETAIN_CHECK(!cache.sharing(), "eval ", benchmark.name(),
