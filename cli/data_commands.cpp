@@ -15,6 +15,7 @@ namespace {
 struct SynthLists {
   std::string train_tasks = "kv,vars,needle,multi", heldout_tasks = train_tasks;
   std::string train_words = "600", heldout_words = "600", train_multi_facts, train_count = "100";
+  std::string tokenizer_pieces;
 };
 
 void register_synth(CLI::App& app, Commands& commands) {
@@ -65,9 +66,13 @@ void register_synth(CLI::App& app, Commands& commands) {
                   "train a SentencePiece BPE tokenizer of at most N pieces (0: none)")
       ->check(kNonNegative)
       ->capture_default_str();
+  cmd->add_option("--tokenizer-pieces", lists->tokenizer_pieces,
+                  "comma-separated strings the tokenizer keeps as one piece each (besides . : ? "
+                  "=), e.g. a template's \"?\\nAnswer:\"");
   cmd->add_flag("--force", o->force, "replace an existing output directory");
   commands.add(cmd, [o, lists] {
     SynthOptions& synth = *o;
+    synth.tokenizer_pieces = split_list(lists->tokenizer_pieces);
     synth.train_tasks = split_list(lists->train_tasks);
     synth.heldout_tasks = split_list(lists->heldout_tasks);
     const auto counts = split_list(lists->train_count), words = split_list(lists->train_words);

@@ -70,6 +70,11 @@ int run_synth(const SynthOptions& o) {
                "synth: --heldout-questions must be >= 0 (0: use "
                "--heldout-count), found ",
                o.heldout_questions);
+  RETAIN_CHECK(o.tokenizer_pieces.empty() || o.vocab_size > 0,
+               "synth: --tokenizer-pieces needs a tokenizer (--vocab-size)");
+  for (const auto& piece : o.tokenizer_pieces)
+    RETAIN_CHECK(!piece.empty() && piece.find(',') == std::string::npos,
+                 "synth: --tokenizer-pieces: a piece is empty or has a comma: '", piece, "'");
   RETAIN_CHECK(o.vocab_size == 0 || o.vocab_size >= 64, "synth: --vocab-size ", o.vocab_size,
                " is too small (at least 64, or 0 for no tokenizer)");
   check_tasks(o.train_tasks, "--train-tasks");
@@ -101,7 +106,8 @@ int run_synth(const SynthOptions& o) {
          }()},
         {"heldout_words", o.heldout_words},
         {"heldout_questions", o.heldout_questions},
-        {"vocab_size", o.vocab_size}};
+        {"vocab_size", o.vocab_size},
+        {"tokenizer_pieces", o.tokenizer_pieces}};
     std::vector<std::string> sentences;
     int64_t train_docs = 0, train_words = 0;
     {
@@ -160,6 +166,12 @@ int run_synth(const SynthOptions& o) {
       sp.hard_vocab_limit = false;
       sp.split_by_number = false;
       sp.user_defined_symbols = {".", ":", "?", "="};
+      for (std::string piece : o.tokenizer_pieces) {
+        // SentencePiece matches user-defined symbols after escaping spaces as U+2581.
+        for (size_t at = 0; (at = piece.find(' ', at)) != std::string::npos;)
+          piece.replace(at, 1, "\u2581");
+        sp.user_defined_symbols.push_back(piece);
+      }
       train_sentencepiece(sentences, sp, tmp / "tokenizer.model");
       log_info("synth: SentencePiece tokenizer trained on ", sentences.size(), " sentences");
     }

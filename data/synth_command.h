@@ -44,7 +44,12 @@ struct SynthOptions {
   int64_t heldout_questions = 0;
   int64_t heldout_words = 600;
   int64_t vocab_size = 0;  // 0: no tokenizer
-  bool force = false;      // replace an existing OUT
+  // Strings the tokenizer always keeps as one piece (SentencePiece user-defined symbols, the
+  // longest match winning), besides ". : ? =". A space is written as a space. E.g. "?\nAnswer:"
+  // makes a question's key the token right before the answer: a tiny model then learns retrieval
+  // as plain associative recall.
+  std::vector<std::string> tokenizer_pieces;
+  bool force = false;  // replace an existing OUT
 };
 
 // "600" or "200:900" (a uniform range) -> (min, max).

@@ -247,6 +247,25 @@ check_error synth-same-seed "would repeat the training corpus" "$retain" synth -
 check_error synth-bad-range "the range '9:3' is empty" "$retain" synth --train-words 9:3 --out "$work/s2"
 check_error synth-parts "--train-count has 2 parts but --train-words has 1" "$retain" synth --train-count 3,4 --out "$work/s2"
 [ ! -e "$work/s2" ] && [ ! -e "$work/s2.tmp" ] || { echo "FAIL synth left output after an error"; failures=$((failures + 1)); }
+# --tokenizer-pieces: each string one piece (a space written as a space), so a question's key is
+# the token right before the answer.
+check synth-pieces "$retain" synth --config "$work/synth.yaml" --heldout-count 0 \
+  --tokenizer-pieces "$(printf '?\nAnswer:'),: value" --out "$work/synth-p"
+check init-model-pieces "$retain" init-model --arch llama --preset tiny \
+  --tokenizer "$work/synth-p/tokenizer.model" --out "$work/synmodel-p"
+"$retain" tokenize --model "$work/synmodel-p" --text "$(printf 'Key hj: value 42.\nQuestion: What is the value of key hj?\nAnswer: 42')" \
+  > "$work/pieces.txt" 2>/dev/null
+python3 - "$work/pieces.txt" <<'PY' || failures=$((failures + 1))
+import sys
+pieces = [line.split("\t")[1].strip().strip('"') for line in open(sys.argv[1]) if "\t" in line]
+# The key ("hj", in pieces of this small vocabulary) is followed by the template as one piece.
+i = pieces.index("?\\nAnswer:")
+assert ":\u2581value" in pieces and pieces[i - 1] == "j", pieces
+assert "nswer" not in "".join(p for p in pieces if p != pieces[i]), pieces
+print("ok   synth --tokenizer-pieces: the question's key is the token before the answer")
+PY
+check_error synth-pieces-no-tokenizer "--tokenizer-pieces needs a tokenizer" "$retain" synth \
+  --tokenizer-pieces "Answer:" --vocab-size 0 --out "$work/s2"
 printf 'key-chars: 2\nvocab-sise: 300\n' > "$work/typo.yaml"
 check_error config-unknown-key "typo.yaml line 2: unknown key 'vocab-sise' for this command; did you mean 'vocab-size'?" \
   "$retain" synth --config "$work/typo.yaml" --out "$work/s3"
