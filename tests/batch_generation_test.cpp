@@ -203,7 +203,9 @@ TEST(BatchGeneration, KeepModeCompressesTheContextOnceAndKeepsTheQuestion) {
       for (int64_t h = 0; h < c.num_kv_heads; ++h) {
         kept.push_back(cache.live_positions(l, 0, h));
         total += static_cast<int64_t>(kept.back().size());
-        if (!policy.global()) EXPECT_EQ(kept.back().size(), 8u);
+        if (!policy.global()) {
+          EXPECT_EQ(kept.back().size(), 8u);
+        }
       }
     EXPECT_EQ(total, c.num_layers * c.num_kv_heads * 8);
     SamplingOptions options;
@@ -221,7 +223,9 @@ TEST(BatchGeneration, KeepModeCompressesTheContextOnceAndKeepsTheQuestion) {
         EXPECT_EQ(cache.live_positions(l, 0, h), want) << "layer " << l << " head " << h;
       }
     EXPECT_EQ(r.max_attended_total, c.num_layers * c.num_kv_heads * (8 + 10));
-    if (!policy.global()) EXPECT_EQ(r.max_attended_entries, 8 + 10);
+    if (!policy.global()) {
+      EXPECT_EQ(r.max_attended_entries, 8 + 10);
+    }
   }
 }
 
