@@ -314,6 +314,14 @@ TEST(Synthetic, BudgetsSharingAContextReadPredictWhatEachCellDoesAlone) {
     ASSERT_EQ(run_synthetic_eval(o), 0);
     const auto shared = generation_records(fs::path(o.out) / "predictions.jsonl");
     ASSERT_EQ(shared.size(), alone.size());
+    // The budgets were generated together: a batch holds a row per budget of each unit.
+    std::istringstream lines(read_text_file(fs::path(o.out) / "predictions.jsonl"));
+    for (std::string line; std::getline(lines, line);) {
+      const Json j = Json::parse(line);
+      if (j["policy"] != "full") {
+        EXPECT_EQ(j["batch_size"], 3 * batch) << line;
+      }
+    }
     for (const auto& [key, record] : alone)
       EXPECT_EQ(shared.at(key), record) << batch << " " << key;
   }

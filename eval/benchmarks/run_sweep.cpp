@@ -21,19 +21,6 @@ std::unique_ptr<KvCache> UnitContext::make_cache(int64_t prompt_tokens) const {
                        chunk > 0 ? chunk : prompt_tokens, eval_model.learned_for(policy));
 }
 
-namespace {
-
-// The most tokens one forward of `requests` appends: --chunk, or with --chunk 0 (one step) the
-// longest prompt.
-int64_t largest_step(const std::vector<GenerationRequest>& requests, int64_t chunk) {
-  if (chunk > 0) return chunk;
-  size_t longest = 1;
-  for (const auto& q : requests) longest = std::max(longest, q.prompt.size());
-  return static_cast<int64_t>(longest);
-}
-
-}  // namespace
-
 SamplingOptions UnitContext::sampling(int64_t max_new_tokens) const {
   SamplingOptions s;
   s.max_new_tokens = max_new_tokens;
@@ -80,10 +67,22 @@ Json Benchmark::run(size_t unit, const UnitContext& context) const {
 
 namespace {
 
-// Generates `requests` as one batch (all compress a context first, or none): each row's result
-// with the whole prompt counted, and its record fields.
+// The most tokens one forward of `requests` appends: --chunk, or with --chunk 0 (one step) the
+// longest prompt.
+int64_t largest_step(const std::vector<GenerationRequest>& requests, int64_t chunk) {
+  if (chunk > 0) return chunk;
+  size_t longest = 1;
+  for (const auto& q : requests) longest = std::max(longest, q.prompt.size());
+  return static_cast<int64_t>(longest);
+}
+
+// Generates `requests` as one batch (all compress a context first, or none), row r at
+// `budgets[r]`: each row's result with the whole prompt counted, and its record fields. With
+// `copies` > 1, each run of `copies` consecutive rows is one unit at several budgets: its context
+// is read once for all of them (SharedContextCache).
 std::vector<std::pair<GenerationResult, Json>> generate_requests(
-    const std::vector<GenerationRequest>& requests, const UnitContext& c) {
+    const std::vector<GenerationRequest>& requests, const std::vector<double>& budgets,
+    const UnitContext& c, int64_t copies = 1) {
   std::vector<int64_t> budget_tokens, protect, extra;
   bool any_protected = false;
   for (const auto& q : requests) {
@@ -93,20 +92,27 @@ std::vector<std::pair<GenerationResult, Json>> generate_requests(
     protect.push_back(q.protect_from);
     any_protected = any_protected || q.protect_from >= 0;
   }
-  auto cache = make_batch_kv_cache(c.model.config(), c.policy, c.budget.value_or(0.0),
-                                   budget_tokens, largest_step(requests, c.chunk),
-                                   c.eval_model.learned_for(c.policy), extra);
+  std::unique_ptr<KvCache> cache = make_batch_kv_cache(
+      c.model.config(), c.policy, budgets, budget_tokens, largest_step(requests, c.chunk),
+      c.eval_model.learned_for(c.policy), extra);
+  SharedContextCache* shared = nullptr;
+  if (copies > 1) {
+    auto wrapper = std::make_unique<SharedContextCache>(std::move(cache), copies);
+    shared = wrapper.get();
+    cache = std::move(wrapper);
+  }
   if (any_protected) cache->protect_from(protect);
   const bool keep = requests.front().context_tokens > 0;
   std::vector<std::vector<int64_t>> prompts, contexts;
   std::vector<RowOptions> rows;
-  for (const auto& q : requests) {
+  for (size_t r = 0; r < requests.size(); ++r) {
+    const GenerationRequest& q = requests[r];
     RowOptions row;
     row.max_new_tokens = q.max_new_tokens;
     row.extra_stop_ids = q.extra_stop_ids;
     row.multimodal = q.multimodal;
     const auto split = q.prompt.begin() + (keep ? q.context_tokens : 0);
-    contexts.emplace_back(q.prompt.begin(), split);
+    if (r % static_cast<size_t>(copies) == 0) contexts.emplace_back(q.prompt.begin(), split);
     prompts.emplace_back(split, q.prompt.end());
     row.start_position = keep ? q.context_tokens : 0;
     rows.push_back(std::move(row));
@@ -115,6 +121,8 @@ std::vector<std::pair<GenerationResult, Json>> generate_requests(
     // kvpress's semantics: the context alone is read and compressed once; the question and the
     // answer go on top of it.
     prefill_batch(c.model, contexts, *cache, std::vector<int64_t>(contexts.size(), 0), c.chunk);
+    RETAIN_CHECK(shared == nullptr || !shared->sharing(),
+                 "a context shared by several budgets took more than one step (internal)");
     cache->compress_context();
   }
   std::vector<GenerationResult> results =
@@ -134,10 +142,6 @@ std::vector<std::pair<GenerationResult, Json>> generate_requests(
   }
   return out;
 }
-
-}  // namespace
-
-namespace {
 
 GenerationRequest checked_request(const Benchmark& benchmark, size_t unit, const UnitContext& c) {
   GenerationRequest q = benchmark.request(unit, c);
@@ -165,71 +169,6 @@ bool shares_context(const std::vector<GenerationRequest>& per_budget, int64_t ch
   return true;
 }
 
-// Every cell (one policy, one budget each) on `units`, whose contexts share one read
-// (shares_context): rows unit-major, one per (unit, budget), each cut to its budget at the
-// context's end. Records per cell, per unit.
-std::vector<std::vector<Json>> generate_shared(
-    const Benchmark& benchmark, const std::vector<size_t>& units,
-    const std::vector<std::vector<GenerationRequest>>& requests,  // [unit][cell]
-    const std::vector<UnitContext>& cells) {
-  const UnitContext& c = cells.front();
-  const size_t n = cells.size();
-  std::vector<double> budgets;
-  std::vector<int64_t> budget_tokens, extra, protect;
-  std::vector<std::vector<int64_t>> contexts, prompts;
-  std::vector<RowOptions> rows;
-  bool any_protected = false;
-  for (const auto& per_cell : requests) {
-    const GenerationRequest& q = per_cell.front();
-    contexts.emplace_back(q.prompt.begin(), q.prompt.begin() + q.context_tokens);
-    for (size_t k = 0; k < n; ++k) {
-      budgets.push_back(cells[k].budget.value_or(0.0));
-      budget_tokens.push_back(q.budget_tokens >= 0 ? q.budget_tokens
-                                                   : static_cast<int64_t>(q.prompt.size()));
-      extra.push_back(q.budget_extra);
-      protect.push_back(q.protect_from);
-      any_protected = any_protected || q.protect_from >= 0;
-      prompts.emplace_back(q.prompt.begin() + q.context_tokens, q.prompt.end());
-      RowOptions row;
-      row.max_new_tokens = q.max_new_tokens;
-      row.extra_stop_ids = q.extra_stop_ids;
-      row.start_position = q.context_tokens;
-      rows.push_back(std::move(row));
-    }
-  }
-  std::vector<GenerationRequest> firsts;
-  for (const auto& per_cell : requests) firsts.push_back(per_cell.front());
-  SharedContextCache cache(
-      make_batch_kv_cache(c.model.config(), c.policy, budgets, budget_tokens,
-                          largest_step(firsts, c.chunk), c.eval_model.learned_for(c.policy), extra),
-      static_cast<int64_t>(n));
-  if (any_protected) cache.protect_from(protect);
-  prefill_batch(c.model, contexts, cache, std::vector<int64_t>(contexts.size(), 0), c.chunk);
-  RETAIN_CHECK(!cache.sharing(), "eval ", benchmark.name(),
-               ": a shared context took more than one "
-               "step (internal)");
-  cache.compress_context();
-  std::vector<GenerationResult> results =
-      generate_batch(c.model, prompts, cache, c.sampling(0), rows);
-  const std::vector<KvCache::RowBytes> bytes = cache.row_bytes();
-  BatchRates batch;
-  batch.size = static_cast<int64_t>(results.size());
-  for (size_t r = 0; r < results.size(); ++r) {
-    batch.prompt_tokens += static_cast<int64_t>(prompts[r].size());
-    batch.new_tokens += std::max<int64_t>(static_cast<int64_t>(results[r].tokens.size()) - 1, 0);
-  }
-  std::vector<std::vector<Json>> records(n, std::vector<Json>(units.size()));
-  for (size_t u = 0; u < units.size(); ++u)
-    for (size_t k = 0; k < n; ++k) {
-      const size_t r = u * n + k;
-      results[r].prompt_tokens = static_cast<int64_t>(requests[u][k].prompt.size());
-      Json fields = generation_fields(results[r], bytes.at(r), batch);
-      records[k][u] =
-          benchmark.record(units[u], requests[u][k], results[r], std::move(fields), cells[k]);
-    }
-  return records;
-}
-
 }  // namespace
 
 std::vector<Json> run_generations(const Benchmark& benchmark, const std::vector<size_t>& units,
@@ -247,7 +186,8 @@ std::vector<Json> run_generations(const Benchmark& benchmark, const std::vector<
         part_requests.push_back(requests[k]);
       }
     if (part.empty()) continue;
-    auto generated = generate_requests(part_requests, c);
+    auto generated = generate_requests(part_requests,
+                                       std::vector<double>(part.size(), c.budget.value_or(0.0)), c);
     for (size_t j = 0; j < part.size(); ++j)
       records[part[j]] = benchmark.record(units[part[j]], part_requests[j], generated[j].first,
                                           std::move(generated[j].second), c);
@@ -272,11 +212,22 @@ std::vector<std::vector<Json>> run_generations_shared(const Benchmark& benchmark
     }
   }
   if (!shared.empty()) {
-    std::vector<size_t> shared_units;
-    for (size_t u : shared) shared_units.push_back(units[u]);
-    auto done = generate_shared(benchmark, shared_units, shared_requests, cells);
-    for (size_t k = 0; k < cells.size(); ++k)
-      for (size_t j = 0; j < shared.size(); ++j) records[k][shared[j]] = std::move(done[k][j]);
+    // Rows unit-major: one per (unit, budget).
+    std::vector<GenerationRequest> rows;
+    std::vector<double> budgets;
+    for (const auto& per_cell : shared_requests)
+      for (size_t k = 0; k < cells.size(); ++k) {
+        rows.push_back(per_cell[k]);
+        budgets.push_back(cells[k].budget.value_or(0.0));
+      }
+    auto generated =
+        generate_requests(rows, budgets, cells.front(), static_cast<int64_t>(cells.size()));
+    for (size_t j = 0; j < shared.size(); ++j)
+      for (size_t k = 0; k < cells.size(); ++k) {
+        auto& [result, fields] = generated[j * cells.size() + k];
+        records[k][shared[j]] = benchmark.record(units[shared[j]], shared_requests[j][k], result,
+                                                 std::move(fields), cells[k]);
+      }
   }
   if (!alone.empty()) {
     std::vector<size_t> alone_units;
