@@ -126,6 +126,8 @@ def main():
     p.add_argument("--head-dim", type=int, default=32)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--init", help="start from this saved model directory (a curriculum's stage)")
+    p.add_argument("--save", help="save the trained model to this directory")
     args = p.parse_args()
     if args.filler and not args.filler_from:
         p.error("--filler needs --filler-from")
@@ -139,7 +141,10 @@ def main():
                          intermediate_size=3 * args.hidden, tie_word_embeddings=True,
                          max_position_embeddings=4096)
     torch.manual_seed(args.seed)
-    model = LlamaForCausalLM(config)
+    model = LlamaForCausalLM.from_pretrained(args.init) if args.init else LlamaForCausalLM(config)
+    if model.config.vocab_size != sp.get_piece_size():
+        raise SystemExit(f"{args.init}: vocabulary {model.config.vocab_size} != the tokenizer's "
+                         f"{sp.get_piece_size()}")
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.95))
     # Held-out documents come from their own generator (never periodic); training from another.
     eval_ids, eval_labels, chance = docs.batch(random.Random(12345), 64, 0.0)
@@ -163,6 +168,8 @@ def main():
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+    if args.save:
+        model.save_pretrained(args.save)
 
 
 if __name__ == "__main__":
