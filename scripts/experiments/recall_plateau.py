@@ -11,6 +11,8 @@ Formats (--format):
   template  the harness's wording: "Key hj: value 79. ... Question: What is the value of key
             hj?\\nAnswer: 79" (optionally with --filler sentences between the facts)
   pairs     Zoology's MQAR layout: "hj 79 db 25 ... hj 79 db 25" (the answer follows its key)
+  offsets   the template's token offsets without its other words: facts "hj :_value 79", questions
+            "hj ?\nAnswer: 79" (needs the pieces ":_value" and "?\nAnswer:", synth --tokenizer-pieces)
 --periodic F replaces a fraction F of the documents by random key/value tokens repeating with
 period 2 or 3, which a model predicts by reading the token 1 or 2 back (the first layer's half of
 retrieval); every token after the first period is a label.
@@ -69,14 +71,16 @@ class Documents:
         keys = rng.sample(range(len(KEYS)), n)
         values = [rng.choice(VALUES) for _ in keys]
         asked = [rng.randrange(n) for _ in range(self.args.questions)]
-        if self.args.format == "pairs":
+        if self.args.format in ("pairs", "offsets"):
+            fact_sep = [self.piece(":▁value")] if self.args.format == "offsets" else []
+            question_sep = [self.piece("?\nAnswer:")] if self.args.format == "offsets" else []
             ids, mask = [], []
             for k, v in zip(keys, values):
-                ids += [self.key_ids[k], self.value_ids[v]]
-                mask += [0, 0]
+                ids += [self.key_ids[k]] + fact_sep + [self.value_ids[v]]
+                mask += [0] * (2 + len(fact_sep))
             for i in asked:
-                ids += [self.key_ids[keys[i]], self.value_ids[values[i]]]
-                mask += [0, 1]
+                ids += [self.key_ids[keys[i]]] + question_sep + [self.value_ids[values[i]]]
+                mask += [0] * (1 + len(question_sep)) + [1]
             return ids, mask, 1 / len(set(values))
         sentences = [f"Key {KEYS[k]}: value {v}." for k, v in zip(keys, values)]
         for _ in range(rng.randint(0, self.args.filler)):
@@ -107,7 +111,7 @@ class Documents:
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--tokenizer", required=True, help="the demo's SentencePiece tokenizer.model")
-    p.add_argument("--format", choices=["template", "pairs"], default="template")
+    p.add_argument("--format", choices=["template", "pairs", "offsets"], default="template")
     p.add_argument("--facts", default="2:6", help="facts per document, N or MIN:MAX")
     p.add_argument("--questions", type=int, default=6, help="questions per document (keys drawn "
                    "with replacement: no answer by elimination)")
