@@ -55,8 +55,9 @@ class Documents:
     def piece(self, piece):
         i = self.sp.piece_to_id(piece)
         if i == self.sp.unk_id():
-            raise SystemExit(f"the tokenizer has no piece {piece!r}: keys and values must be "
-                             "single pieces (use the demo's tokenizer)")
+            raise SystemExit(f"{self.args.tokenizer} has no piece {piece!r}: keys and values must "
+                             "be single pieces (the demo's tokenizer), and --format offsets also "
+                             "needs synth --tokenizer-pieces ': value' and '?\\nAnswer:'")
         return i
 
     def make(self, rng, periodic_share):
