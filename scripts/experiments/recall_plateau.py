@@ -136,6 +136,8 @@ def main():
     args = p.parse_args()
     if args.filler and not args.filler_from:
         p.error("--filler needs --filler-from")
+    if args.filler and args.format != "template":
+        p.error(f"--filler is for --format template (got --format {args.format})")
     torch.set_num_threads(args.threads)
     sp = spm.SentencePieceProcessor(model_file=args.tokenizer)
     docs = Documents(args, sp)
