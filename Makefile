@@ -7,7 +7,7 @@ RETAIN_HOME ?= $(HOME)/.cache/retain
 PYTHON := $(RETAIN_HOME)/venv/bin/python
 export PATH := /usr/local/cuda/bin:$(PATH)
 
-.PHONY: setup configure build test demo demo-steps fuzz format format-check clean
+.PHONY: setup configure build test demo demo-steps demo-base fuzz format format-check clean
 
 setup:
 	@bash scripts/setup.sh
@@ -28,19 +28,17 @@ TEST_THREADS ?= $(shell n=$$(( $$(nproc) / $(JOBS) )); [ $$n -ge 1 ] && echo $$n
 test: build
 	cd $(BUILD) && OMP_NUM_THREADS=$(TEST_THREADS) ctest --output-on-failure -j $(JOBS)
 
-# `make demo`: the whole method on a tiny model trained here from nothing (README, "The demo").
-# Each step is one `retain` command reading its recipe in $(DEMO_RECIPES); the rules only chain
-# them. A step whose output exists is skipped (delete the output to redo it); a killed training
-# resumes from its last checkpoint. The *_FLAGS variables append flags or key=value overrides to
-# one step (tests/demo_test.sh runs a reduced demo through them).
+# `make demo`: the whole method on a tiny model (README, "The demo"): gates trained on the
+# committed base in $(DEMO_BASE), then every policy evaluated. Each step is one `retain` command
+# reading its recipe in $(DEMO_RECIPES); the rules only chain them. A step whose output exists is
+# skipped (delete the output to redo it); a killed training resumes from its last checkpoint. The
+# *_FLAGS variables append flags or key=value overrides to one step (tests/demo_test.sh runs a
+# reduced demo through them).
 DEMO ?= runs/demo
 DEMO_RECIPES ?= recipes/demo
+DEMO_BASE ?= $(DEMO_RECIPES)/base
 RETAIN ?= $(BUILD)/retain
 SYNTH_FLAGS ?=
-SYNTH_LONG_FLAGS ?=
-INIT_FLAGS ?=
-BASE_FLAGS ?=
-BASE_LONG_FLAGS ?=
 GATES_FLAGS ?=
 EVAL_FLAGS ?=
 
@@ -49,41 +47,51 @@ demo: build
 
 demo-steps: $(DEMO)/trimkv.safetensors $(DEMO)/dbtrimkv.safetensors $(DEMO)/locret.safetensors \
   $(DEMO)/kvzap.safetensors
-	$(RETAIN) eval synthetic --config $(DEMO_RECIPES)/eval.yaml --model $(DEMO)/model \
+	$(RETAIN) eval synthetic --config $(DEMO_RECIPES)/eval.yaml --model $(DEMO_BASE) \
 	  --data $(DEMO)/data/heldout.jsonl --gates-dir $(DEMO) --out $(DEMO) $(EVAL_FLAGS)
+
+# The base's weights are the ones its curriculum recipe names (sha256): a base edited or half
+# copied stops the demo here instead of training gates on it. Another base (DEMO_BASE=DIR) comes
+# with its own DEMO_BASE_SHA256 (its base.json has it).
+DEMO_BASE_SHA256 ?= $$(sed -n 's/^sha256: *//p' $(DEMO_RECIPES)/base-curriculum.yaml)
+$(DEMO)/base.sha256: $(DEMO_BASE)/model.safetensors $(DEMO_RECIPES)/base-curriculum.yaml
+	@mkdir -p $(DEMO)
+	@want=$(DEMO_BASE_SHA256); \
+	got=$$(sha256sum $(DEMO_BASE)/model.safetensors | cut -d' ' -f1); \
+	[ "$$want" = "$$got" ] || { echo "$(DEMO_BASE)/model.safetensors: sha256 $$got, but" \
+	  "$(DEMO_RECIPES)/base-curriculum.yaml says $$want (make demo-base rebuilds the base)"; exit 1; }; \
+	echo "$$got" > $@
 
 $(DEMO)/data/synth.json:
 	$(RETAIN) synth --config $(DEMO_RECIPES)/data.yaml --out $(DEMO)/data $(SYNTH_FLAGS)
 
-$(DEMO)/data-long/synth.json:
-	$(RETAIN) synth --config $(DEMO_RECIPES)/data-long.yaml --out $(DEMO)/data-long $(SYNTH_LONG_FLAGS)
-
-$(DEMO)/init/config.json: $(DEMO)/data/synth.json
-	$(RETAIN) init-model --config $(DEMO_RECIPES)/model.yaml \
-	  --tokenizer $(DEMO)/data/tokenizer.model --out $(DEMO)/init $(INIT_FLAGS)
-
-$(DEMO)/shards/prep.json: $(DEMO)/init/config.json
-	$(RETAIN) prep --config $(DEMO_RECIPES)/prep.yaml --tokenizer $(DEMO)/init \
+$(DEMO)/shards/prep.json: $(DEMO)/data/synth.json $(DEMO)/base.sha256
+	$(RETAIN) prep --config $(DEMO_RECIPES)/prep.yaml --tokenizer $(DEMO_BASE) \
 	  --input $(DEMO)/data/train.jsonl --out $(DEMO)/shards
 
-$(DEMO)/shards-long/prep.json: $(DEMO)/init/config.json $(DEMO)/data-long/synth.json
-	$(RETAIN) prep --config $(DEMO_RECIPES)/prep.yaml --tokenizer $(DEMO)/init \
-	  --input $(DEMO)/data-long/train.jsonl --out $(DEMO)/shards-long
-
-$(DEMO)/model-short/config.json: $(DEMO)/shards/prep.json
-	$(RETAIN) train $(DEMO_RECIPES)/base.yaml run.dir=$(DEMO)/base-run \
-	  model.path=$(DEMO)/init data.shards=$(DEMO)/shards $(BASE_FLAGS)
-	$(RETAIN) export $(DEMO)/base-run --out $(DEMO)/model-short
-
-$(DEMO)/model/config.json: $(DEMO)/model-short/config.json $(DEMO)/shards-long/prep.json
-	$(RETAIN) train $(DEMO_RECIPES)/base-long.yaml run.dir=$(DEMO)/base-long-run \
-	  model.path=$(DEMO)/model-short data.shards=$(DEMO)/shards-long $(BASE_LONG_FLAGS)
-	$(RETAIN) export $(DEMO)/base-long-run --out $(DEMO)/model
-
-$(DEMO)/%.safetensors: $(DEMO)/model/config.json
+$(DEMO)/%.safetensors: $(DEMO)/shards/prep.json
 	$(RETAIN) train $(DEMO_RECIPES)/$*.yaml run.dir=$(DEMO)/$*-run \
-	  model.path=$(DEMO)/model data.shards=$(DEMO)/shards-long $(GATES_FLAGS)
+	  model.path=$(DEMO_BASE) data.shards=$(DEMO)/shards $(GATES_FLAGS)
 	$(RETAIN) export $(DEMO)/$*-run --out $@
+
+# `make demo-base`: the demo's base from nothing, by the curriculum in
+# $(DEMO_RECIPES)/base-curriculum.yaml (docs/demo-base.md; hours on 2 CPU cores). It writes
+# $(DEMO_BASE_RUN)/model/ and scores it with its full cache on the demo's held-out tasks; to make it
+# the demo's base, copy its files into $(DEMO_RECIPES)/base/ and its sha256 into the recipe.
+DEMO_BASE_RUN ?= runs/demo-base
+demo-base: build
+	@$(MAKE) --no-print-directory $(DEMO_BASE_RUN)/eval/scores.json
+
+$(DEMO_BASE_RUN)/data/synth.json:
+	$(RETAIN) synth --config $(DEMO_RECIPES)/base-data.yaml --out $(DEMO_BASE_RUN)/data
+
+$(DEMO_BASE_RUN)/model/base.json: $(DEMO_BASE_RUN)/data/synth.json
+	$(PYTHON) scripts/base_curriculum.py --recipe $(DEMO_RECIPES)/base-curriculum.yaml \
+	  --tokenizer $(DEMO_BASE_RUN)/data/tokenizer.model --out $(DEMO_BASE_RUN)
+
+$(DEMO_BASE_RUN)/eval/scores.json: $(DEMO_BASE_RUN)/model/base.json
+	$(RETAIN) eval synthetic --model $(DEMO_BASE_RUN)/model --policy full --chunk 256 \
+	  --max-new-tokens 4 --data $(DEMO_BASE_RUN)/data/heldout.jsonl --out $(DEMO_BASE_RUN)/eval
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')

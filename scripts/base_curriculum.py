@@ -1,0 +1,430 @@
+#!/usr/bin/env python3
+"""Trains the demo's base model on a curriculum of recall documents (docs/demo-base.md).
+
+The demo's tiny Llama (2 layers, d 128) stays on a plateau where it copies *some* value of its
+context unless it first learns associative recall in an easy layout and is then walked, stage by
+stage, to the harness's wording. This script trains it with HF transformers (answer-only loss,
+AdamW, one document per row) and prints, every --eval-every steps, the argmax accuracy of the
+answer tokens on fixed held-out documents next to what picking a uniformly random value of the
+document scores ("chance").
+
+Two modes:
+  --recipe FILE --out DIR   every stage of a curriculum (recipes/demo/base-curriculum.yaml), each
+                            from the previous stage's weights; a finished stage is skipped on a
+                            re-run. Writes DIR/model/ (config.json, model.safetensors,
+                            tokenizer.model) and DIR/model/base.json (every stage's accuracy, the
+                            SHA-256 of model.safetensors). `make demo-base` runs it.
+  stage flags               one stage (how docs/demo-base.md's experiments were run), e.g.
+      python3 scripts/base_curriculum.py --tokenizer T.model --format pairs --periodic 0.5 \\
+          --steps 16000 --save runs/pairs
+
+Formats (--format):
+  template  the harness's wording: "Key hj: value 79. ... Question: What is the value of key
+            hj?\\nAnswer: 79" (optionally with --filler sentences between the facts)
+  pairs     Zoology's MQAR layout: "hj 79 db 25 ... hj 79 db 25" (the answer follows its key)
+  offsets   the template's token offsets without its other words: facts "hj :_value 79", questions
+            "hj ?\\nAnswer: 79" (needs the pieces ":_value" and "?\\nAnswer:", synth --tokenizer-pieces)
+  jsonl     documents of a `retain synth` train.jsonl (--data; every task in the harness's exact
+            wording, filler included), cut to --seq tokens; the label is the token after each
+            "?\\nAnswer:" piece (the answer's first token). --eval-data: another synth file (another
+            --seed) scored per task.
+--periodic F replaces a fraction F of the documents by random key/value tokens repeating with
+period 2 or 3, which a model predicts by reading the token 1 or 2 back (the first layer's half of
+retrieval); every token after the first period is a label.
+"""
+import argparse
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import sys
+import time
+
+import sentencepiece as spm
+import torch
+import yaml
+from tqdm import tqdm
+from transformers import LlamaConfig, LlamaForCausalLM
+
+KEY_ALPHABET = "bcdfghjklmnpqrst"  # recipes/demo/data.yaml: 2 consonants per key
+KEYS = [a + b for a in KEY_ALPHABET for b in KEY_ALPHABET]
+VALUES = range(10, 100)  # 2-digit values, one token each in the demo's tokenizers
+
+
+def parse_range(text):
+    lo, _, hi = str(text).partition(":")
+    return int(lo), int(hi or lo)
+
+
+class Documents:
+    def __init__(self, args, sp):
+        self.args, self.sp = args, sp
+        self.key_ids = [self.piece("▁" + k) for k in KEYS]
+        self.value_ids = {v: self.piece(f"▁{v}") for v in VALUES}
+        self.filler = []
+        if args.filler:
+            with open(args.filler_from) as f:
+                text = f.read()
+            self.filler = sorted(set(re.findall(r"(?:A|An|The|Our|Every)[a-z ]+\.", text)))
+            if not self.filler:
+                raise SystemExit(f"{args.filler_from}: no filler sentences found")
+        self.train_docs = self.jsonl(args.data) if args.format == "jsonl" else None
+
+    def piece(self, piece):
+        i = self.sp.piece_to_id(piece)
+        if i == self.sp.unk_id():
+            raise SystemExit(f"{self.args.tokenizer} has no piece {piece!r}: keys and values must "
+                             "be single pieces (the demo's tokenizer), and --format offsets and "
+                             "jsonl also need synth --tokenizer-pieces ': value' and '?\\nAnswer:'")
+        return i
+
+    def jsonl(self, path):
+        """Tokenized synth documents: [(task, ids, label mask)]."""
+        answer = self.piece("?\nAnswer:")
+        out = []
+        with open(path) as f:
+            for number, line in enumerate(f, 1):
+                try:
+                    doc = json.loads(line)
+                    text, task = doc["text"], doc["task"]
+                except (ValueError, KeyError) as e:
+                    raise SystemExit(f"{path}:{number}: expected a synth document "
+                                     f"{{\"text\", \"task\"}}: {e}")
+                ids = self.sp.encode(text)[: self.args.seq]
+                mask = [0] + [int(prev == answer) for prev in ids[:-1]]
+                if sum(mask):
+                    out.append((task, ids, mask))
+        if not out:
+            raise SystemExit(f"{path}: no document with an answer within {self.args.seq} tokens")
+        return out
+
+    def make(self, rng, periodic_share):
+        """(ids, label mask, chance of a uniform pick among the document's values)."""
+        if rng.random() < periodic_share:
+            period = rng.choice([2, 3])
+            pool = self.key_ids + list(self.value_ids.values())
+            base = [rng.choice(pool) for _ in range(period)]
+            n = self.args.seq
+            return [base[i % period] for i in range(n)], [0] * period + [1] * (n - period), None
+        if self.args.format == "jsonl":
+            _, ids, mask = rng.choice(self.train_docs)
+            return ids, mask, None
+        n = rng.randint(*parse_range(self.args.facts))
+        keys = rng.sample(range(len(KEYS)), n)
+        values = [rng.choice(VALUES) for _ in keys]
+        asked = [rng.randrange(n) for _ in range(self.args.questions)]
+        if self.args.format in ("pairs", "offsets"):
+            fact_sep = [self.piece(":▁value")] if self.args.format == "offsets" else []
+            question_sep = [self.piece("?\nAnswer:")] if self.args.format == "offsets" else []
+            ids, mask = [], []
+            for k, v in zip(keys, values):
+                ids += [self.key_ids[k]] + fact_sep + [self.value_ids[v]]
+                mask += [0] * (2 + len(fact_sep))
+            for i in asked:
+                ids += [self.key_ids[keys[i]]] + question_sep + [self.value_ids[values[i]]]
+                mask += [0] * (1 + len(question_sep)) + [1]
+            return ids, mask, 1 / len(set(values))
+        sentences = [f"Key {KEYS[k]}: value {v}." for k, v in zip(keys, values)]
+        for _ in range(rng.randint(0, self.args.filler)):
+            sentences.insert(rng.randint(0, len(sentences)), rng.choice(self.filler))
+        ids = self.sp.encode(" ".join(sentences) + "\n")
+        mask = [0] * len(ids)
+        for i in asked:
+            question = self.sp.encode(
+                f"\nQuestion: What is the value of key {KEYS[keys[i]]}?\nAnswer:")
+            ids += question + [self.value_ids[values[i]]]
+            mask += [0] * len(question) + [1]
+        return ids, mask, 1 / len(set(values))
+
+    def batch(self, rng, size, periodic_share):
+        ids = torch.full((size, self.args.seq), self.sp.pad_id() if self.sp.pad_id() >= 0 else 0)
+        labels = torch.zeros((size, self.args.seq), dtype=torch.bool)
+        chances = []
+        for row in range(size):
+            doc, mask, chance = self.make(rng, periodic_share)
+            doc, mask = doc[: self.args.seq], mask[: self.args.seq]
+            ids[row, : len(doc)] = torch.tensor(doc)
+            labels[row, : len(mask)] = torch.tensor(mask, dtype=torch.bool)
+            if chance is not None:
+                chances += [chance] * sum(mask)
+        return ids, labels, (sum(chances) / len(chances) if chances else float("nan"))
+
+    def held_out(self):
+        """(ids, labels, chance, tasks): the fixed documents every stage is scored on."""
+        if self.args.format != "jsonl":
+            # Their own generator (never periodic): the same documents on every run.
+            ids, labels, chance = self.batch(random.Random(12345), 64, 0.0)
+            return ids, labels, chance, None
+        held = self.jsonl(self.args.eval_data)
+        ids = torch.zeros((len(held), self.args.seq), dtype=torch.long)
+        labels = torch.zeros((len(held), self.args.seq), dtype=torch.bool)
+        for row, (_, doc, mask) in enumerate(held):
+            ids[row, : len(doc)] = torch.tensor(doc)
+            labels[row, : len(mask)] = torch.tensor(mask, dtype=torch.bool)
+        return ids, labels, float("nan"), [task for task, _, _ in held]
+
+
+def grow(model, count, seed):
+    """Inserts `count` decoder layers after the first. Their attention and MLP output projections
+    start at zero, so each is the identity on the residual stream and the grown model computes
+    what the old one did; training then gives them a use (e.g. resolving one hop of a variable
+    chain in the context before the last layer's lookup)."""
+    torch.manual_seed(seed + 1)
+    config = model.config
+    layers = list(model.model.layers)
+    fresh = []
+    for _ in range(count):
+        layer = type(layers[0])(config, 0)
+        layer.self_attn.o_proj.weight.data.zero_()
+        layer.mlp.down_proj.weight.data.zero_()
+        fresh.append(layer)
+    layers = layers[:1] + fresh + layers[1:]
+    for i, layer in enumerate(layers):
+        layer.self_attn.layer_idx = i
+    model.model.layers = torch.nn.ModuleList(layers)
+    config.num_hidden_layers = len(layers)
+    if getattr(config, "layer_types", None):
+        config.layer_types = [config.layer_types[0]] * len(layers)
+
+
+def evaluate(model, held):
+    """{"all": accuracy, task: accuracy, ...} of the answer tokens' argmax."""
+    ids, labels, _, tasks = held
+    with torch.no_grad():
+        hits = torch.cat([model(ids[i:i + 16]).logits[:, :-1].argmax(-1)
+                          for i in range(0, len(ids), 16)]) == ids[:, 1:]
+    scores = {"all": hits[labels[:, 1:]].float().mean().item()}
+    for task in sorted(set(tasks or [])):
+        rows = torch.tensor([t == task for t in tasks])
+        scores[task] = hits[rows][labels[rows, 1:]].float().mean().item()
+    return scores
+
+
+def new_model(args, vocab_size):
+    # recipes/demo/model.yaml's shape by default (tied embeddings, intermediate 3 x hidden).
+    config = LlamaConfig(vocab_size=vocab_size, hidden_size=args.hidden,
+                         num_hidden_layers=args.layers, num_attention_heads=args.heads,
+                         num_key_value_heads=args.kv_heads, head_dim=args.head_dim,
+                         intermediate_size=3 * args.hidden, tie_word_embeddings=True,
+                         max_position_embeddings=4096)
+    return LlamaForCausalLM(config)
+
+
+def learning_rate(args, step):
+    """Linear warm-up over 50 steps, constant, then (--cooldown F) a linear decay to a tenth over
+    the last F of the steps: a stage that ends the curriculum settles its weights."""
+    lr = args.lr * min(1.0, (step + 1) / 50)
+    decay_start = args.steps * (1 - args.cooldown)
+    if args.cooldown > 0 and step >= decay_start:
+        lr *= 1 - 0.9 * (step - decay_start) / max(1.0, args.steps - decay_start)
+    return lr
+
+
+def train_stage(args, model=None, progress=False):
+    """Trains one stage; returns (model, [(step, scores)])."""
+    torch.set_num_threads(args.threads)
+    sp = spm.SentencePieceProcessor(model_file=args.tokenizer)
+    docs = Documents(args, sp)
+    torch.manual_seed(args.seed)
+    if model is None:
+        model = (LlamaForCausalLM.from_pretrained(args.init) if args.init
+                 else new_model(args, sp.get_piece_size()))
+    if model.config.vocab_size != sp.get_piece_size():
+        raise SystemExit(f"{args.init}: vocabulary {model.config.vocab_size} != the tokenizer's "
+                         f"{sp.get_piece_size()}")
+    if args.insert_layers:
+        grow(model, args.insert_layers, args.seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.95))
+    held = docs.held_out()
+    rng = random.Random(args.seed)
+    history = []
+    start = time.time()
+    bar = tqdm(total=args.steps, unit="step", disable=not progress, dynamic_ncols=True)
+    for step in range(args.steps + 1):
+        if step % args.eval_every == 0 or step == args.steps:
+            scores = evaluate(model, held)
+            history.append((step, scores))
+            per_task = "".join(f" {t} {s:.2f}" for t, s in scores.items() if t != "all")
+            bar.write(f"step {step:6d}  answer accuracy {scores['all']:.3f}  "
+                      f"(chance {held[2]:.3f}){per_task}  {time.time() - start:6.0f} s")
+        if step == args.steps:
+            break
+        for group in opt.param_groups:
+            group["lr"] = learning_rate(args, step)
+        ids, labels, _ = docs.batch(rng, args.batch, args.periodic)
+        logits = model(ids).logits[:, :-1]
+        mask = labels[:, 1:]
+        loss = torch.nn.functional.cross_entropy(logits[mask], ids[:, 1:][mask])
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
+    bar.close()
+    return model, history
+
+
+def stage_parser():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
+    p.add_argument("--tokenizer", help="the demo's SentencePiece tokenizer.model")
+    p.add_argument("--format", choices=["template", "pairs", "offsets", "jsonl"],
+                   default="template")
+    p.add_argument("--data", help="--format jsonl: a synth train.jsonl to train on")
+    p.add_argument("--eval-data", help="--format jsonl: a synth train.jsonl to score (per task)")
+    p.add_argument("--facts", default="2:6", help="facts per document, N or MIN:MAX")
+    p.add_argument("--questions", type=int, default=6, help="questions per document (keys drawn "
+                   "with replacement: no answer by elimination)")
+    p.add_argument("--filler", type=int, default=0, help="at most N filler sentences (template)")
+    p.add_argument("--filler-from", help="a synth train.jsonl to take the filler sentences from")
+    p.add_argument("--periodic", type=float, default=0.0, help="share of periodic documents")
+    p.add_argument("--seq", type=int, default=64, help="tokens per row (documents are cut)")
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--steps", type=int, default=3000)
+    p.add_argument("--cooldown", type=float, default=0.0, help="decay the learning rate linearly "
+                   "to a tenth over this fraction of the last steps")
+    p.add_argument("--eval-every", type=int, default=250)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--kv-heads", type=int, default=2)
+    p.add_argument("--head-dim", type=int, default=32)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--init", help="start from this saved model directory (a curriculum's stage)")
+    p.add_argument("--insert-layers", type=int, default=0, help="grow the model: insert N "
+                   "layers after its first, each a no-op at first (zero output projections)")
+    p.add_argument("--save", help="save the trained model to this directory")
+    p.add_argument("--recipe", help="a curriculum recipe: run every stage (needs --out)")
+    p.add_argument("--out", help="--recipe: the run directory (stages/, model/)")
+    return p
+
+
+def check_stage(p, args, where):
+    if not args.tokenizer:
+        p.error(f"{where}: --tokenizer is required")
+    if args.filler and not args.filler_from:
+        p.error(f"{where}: --filler needs --filler-from")
+    if args.filler and args.format != "template":
+        p.error(f"{where}: --filler is for --format template (got --format {args.format})")
+    for name in ("seq", "batch", "eval_every", "threads"):
+        if getattr(args, name) < 1:
+            p.error(f"{where}: --{name.replace('_', '-')} must be >= 1, found {getattr(args, name)}")
+    if args.steps < 0 or args.questions < 1 or not 0 <= args.periodic <= 1:
+        p.error(f"{where}: expected --steps >= 0, --questions >= 1 and --periodic in [0, 1], found "
+                f"{args.steps}, {args.questions}, {args.periodic}")
+    if not 0 <= args.cooldown <= 1:
+        p.error(f"{where}: --cooldown is a fraction of the steps (0 to 1), found {args.cooldown}")
+    if args.format == "jsonl" and not (args.data and args.eval_data):
+        p.error(f"{where}: --format jsonl needs --data and --eval-data")
+    for name in ("tokenizer", "data", "eval_data", "filler_from", "init"):
+        path = getattr(args, name)
+        if path and not os.path.exists(path):
+            p.error(f"{where}: --{name.replace('_', '-')} {path}: no such file or directory")
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def run_recipe(p, cli):
+    """Every stage of cli.recipe in order, into cli.out; finished stages are skipped."""
+    try:
+        with open(cli.recipe) as f:
+            recipe = yaml.safe_load(f)
+    except (OSError, yaml.YAMLError) as e:
+        p.error(f"--recipe {cli.recipe}: {e}")
+    if not isinstance(recipe, dict) or not isinstance(recipe.get("stages"), list) \
+            or not recipe["stages"]:
+        p.error(f"{cli.recipe}: expected a map with a non-empty list `stages`")
+    unknown = set(recipe) - {"model", "seed", "stages", "sha256"}
+    if unknown:
+        p.error(f"{cli.recipe}: unknown keys {sorted(unknown)} (expected model, seed, stages, "
+                "sha256)")
+    names = {a.dest for a in p._actions}
+    out = cli.out
+    os.makedirs(os.path.join(out, "stages"), exist_ok=True)
+    model, summary, previous = None, [], None
+    for index, stage in enumerate(recipe["stages"]):
+        where = f"{cli.recipe}: stage {index + 1}"
+        if not isinstance(stage, dict) or not isinstance(stage.get("name"), str):
+            p.error(f"{where}: expected a map with a `name`")
+        argv = ["--tokenizer", cli.tokenizer, "--threads", str(cli.threads)]
+        for key, value in {**(recipe.get("model") or {}), "seed": recipe.get("seed", 0),
+                           **stage}.items():
+            flag = str(key).replace("_", "-")
+            if flag == "name":
+                continue
+            if flag.replace("-", "_") not in names or flag in ("recipe", "out", "init", "save",
+                                                                "tokenizer", "threads"):
+                p.error(f"{where} ({stage['name']}): unknown key '{key}'")
+            # Data files are named relative to the run directory, where `make demo-base` writes
+            # them.
+            if flag in ("data", "eval-data", "filler-from"):
+                value = os.path.join(out, str(value))
+            argv += [f"--{flag}", str(value)]
+        args = p.parse_args(argv)
+        check_stage(p, args, f"{where} ({stage['name']})")
+        stage_dir = os.path.join(out, "stages", f"{index + 1:02d}-{stage['name']}")
+        done = os.path.join(stage_dir, "stage.json")
+        if os.path.exists(done):
+            with open(done) as f:
+                summary.append(json.load(f))
+            print(f"stage {index + 1} ({stage['name']}): done, skipped", flush=True)
+            previous, model = stage_dir, None
+            continue
+        if model is None and previous:
+            model = LlamaForCausalLM.from_pretrained(previous)
+        print(f"stage {index + 1} of {len(recipe['stages'])} ({stage['name']}): "
+              f"{json.dumps(stage)}", flush=True)
+        start = time.time()
+        model, history = train_stage(args, model, progress=True)
+        model.save_pretrained(stage_dir + ".tmp")
+        record = {"name": stage["name"], "stage": stage, "seconds": round(time.time() - start),
+                  "history": [{"step": s, **scores} for s, scores in history]}
+        with open(os.path.join(stage_dir + ".tmp", "stage.json"), "w") as f:
+            json.dump(record, f, indent=1)
+        shutil.rmtree(stage_dir, ignore_errors=True)
+        os.replace(stage_dir + ".tmp", stage_dir)
+        summary.append(record)
+        previous = stage_dir
+    final = os.path.join(out, "model")
+    shutil.rmtree(final + ".tmp", ignore_errors=True)
+    shutil.copytree(previous, final + ".tmp", ignore=shutil.ignore_patterns("stage.json"))
+    shutil.copy(cli.tokenizer, os.path.join(final + ".tmp", "tokenizer.model"))
+    digest = sha256(os.path.join(final + ".tmp", "model.safetensors"))
+    with open(os.path.join(final + ".tmp", "base.json"), "w") as f:
+        json.dump({"recipe": cli.recipe, "sha256": digest, "stages": summary}, f, indent=1)
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(final + ".tmp", final)
+    print(f"wrote {final}: model.safetensors sha256 {digest}", flush=True)
+    expected = recipe.get("sha256")
+    if expected and expected != digest:
+        print(f"note: the recipe's sha256 is {expected} (the committed base); this run's differs "
+              "(floating-point sums depend on the machine and thread count)", flush=True)
+
+
+def main():
+    p = stage_parser()
+    args = p.parse_args()
+    if args.recipe:
+        if not (args.out and args.tokenizer):
+            p.error("--recipe needs --out and --tokenizer")
+        run_recipe(p, args)
+        return
+    check_stage(p, args, "arguments")
+    print(json.dumps(vars(args)), flush=True)
+    model, _ = train_stage(args)
+    if args.save:
+        model.save_pretrained(args.save)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
