@@ -50,22 +50,17 @@ demo-steps: $(DEMO)/trimkv.safetensors $(DEMO)/dbtrimkv.safetensors $(DEMO)/locr
 	$(RETAIN) eval synthetic --config $(DEMO_RECIPES)/eval.yaml --model $(DEMO_BASE) \
 	  --data $(DEMO)/data/heldout.jsonl --gates-dir $(DEMO) --out $(DEMO) $(EVAL_FLAGS)
 
-# The base's weights are the ones its curriculum recipe names (sha256): a base edited or half
-# copied stops the demo here instead of training gates on it. Another base (DEMO_BASE=DIR) comes
-# with its own DEMO_BASE_SHA256 (its base.json has it).
-DEMO_BASE_SHA256 ?= $$(sed -n 's/^sha256: *//p' $(DEMO_RECIPES)/base-curriculum.yaml)
-$(DEMO)/base.sha256: $(DEMO_BASE)/model.safetensors $(DEMO_RECIPES)/base-curriculum.yaml
-	@mkdir -p $(DEMO)
-	@want=$(DEMO_BASE_SHA256); \
-	got=$$(sha256sum $(DEMO_BASE)/model.safetensors | cut -d' ' -f1); \
-	[ "$$want" = "$$got" ] || { echo "$(DEMO_BASE)/model.safetensors: sha256 $$got, but" \
-	  "$(DEMO_RECIPES)/base-curriculum.yaml says $$want (make demo-base rebuilds the base)"; exit 1; }; \
-	echo "$$got" > $@
+# The base's weights and tokenizer are the ones its curriculum recipe names (sha256,
+# tokenizer-sha256): an edited or half-copied base stops the demo here, before anything reads it.
+# Another base (DEMO_BASE=DIR) brings its own sums: DEMO_BASE_SUMS=DIR/base.json.
+DEMO_BASE_SUMS ?= $(DEMO_RECIPES)/base-curriculum.yaml
+$(DEMO)/base.sha256: $(wildcard $(DEMO_BASE)/*) $(DEMO_BASE_SUMS)
+	@bash scripts/check_demo_base.sh $(DEMO_BASE) $(DEMO_BASE_SUMS) $@
 
 $(DEMO)/data/synth.json:
 	$(RETAIN) synth --config $(DEMO_RECIPES)/data.yaml --out $(DEMO)/data $(SYNTH_FLAGS)
 
-$(DEMO)/shards/prep.json: $(DEMO)/data/synth.json $(DEMO)/base.sha256
+$(DEMO)/shards/prep.json: $(DEMO)/base.sha256 $(DEMO)/data/synth.json
 	$(RETAIN) prep --config $(DEMO_RECIPES)/prep.yaml --tokenizer $(DEMO_BASE) \
 	  --input $(DEMO)/data/train.jsonl --out $(DEMO)/shards
 
@@ -76,8 +71,9 @@ $(DEMO)/%.safetensors: $(DEMO)/shards/prep.json
 
 # `make demo-base`: the demo's base from nothing, by the curriculum in
 # $(DEMO_RECIPES)/base-curriculum.yaml (docs/demo-base.md; hours on 2 CPU cores). It writes
-# $(DEMO_BASE_RUN)/model/ and scores it with its full cache on the demo's held-out tasks; to make it
-# the demo's base, copy its files into $(DEMO_RECIPES)/base/ and its sha256 into the recipe.
+# $(DEMO_BASE_RUN)/model/ and scores it with its full cache on the demo's held-out tasks; finished
+# stages are skipped on a re-run (base_curriculum.py fingerprints them). To make it the demo's
+# base, copy its files into $(DEMO_RECIPES)/base/ and its two sha256 (base.json) into the recipe.
 DEMO_BASE_RUN ?= runs/demo-base
 demo-base: build
 	@$(MAKE) --no-print-directory $(DEMO_BASE_RUN)/eval/scores.json
@@ -85,7 +81,8 @@ demo-base: build
 $(DEMO_BASE_RUN)/data/synth.json:
 	$(RETAIN) synth --config $(DEMO_RECIPES)/base-data.yaml --out $(DEMO_BASE_RUN)/data
 
-$(DEMO_BASE_RUN)/model/base.json: $(DEMO_BASE_RUN)/data/synth.json
+$(DEMO_BASE_RUN)/model/base.json: $(DEMO_BASE_RUN)/data/synth.json \
+  $(DEMO_RECIPES)/base-curriculum.yaml scripts/base_curriculum.py
 	$(PYTHON) scripts/base_curriculum.py --recipe $(DEMO_RECIPES)/base-curriculum.yaml \
 	  --tokenizer $(DEMO_BASE_RUN)/data/tokenizer.model --out $(DEMO_BASE_RUN)
 

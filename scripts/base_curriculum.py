@@ -48,7 +48,7 @@ import yaml
 from tqdm import tqdm
 from transformers import LlamaConfig, LlamaForCausalLM
 
-KEY_ALPHABET = "bcdfghjklmnpqrst"  # recipes/demo/data.yaml: 2 consonants per key
+KEY_ALPHABET = "bcdfghjklmnpqrst"  # recipes/demo/base-data.yaml: 2 consonants per key
 KEYS = [a + b for a in KEY_ALPHABET for b in KEY_ALPHABET]
 VALUES = range(10, 100)  # 2-digit values, one token each in the demo's tokenizers
 
@@ -63,6 +63,12 @@ class Documents:
         self.args, self.sp = args, sp
         self.key_ids = [self.piece("▁" + k) for k in KEYS]
         self.value_ids = {v: self.piece(f"▁{v}") for v in VALUES}
+        # retain (prep, eval) starts every document with BOS, as HF's Llama tokenizers do.
+        self.bos = sp.bos_id()
+        if self.bos < 0:
+            raise SystemExit(f"{args.tokenizer}: no BOS piece (retain starts every prompt with one)")
+        self.answer = self.piece("?\nAnswer:") if args.format in ("offsets", "template", "jsonl") \
+            else None
         self.filler = []
         if args.filler:
             with open(args.filler_from) as f:
@@ -82,7 +88,6 @@ class Documents:
 
     def jsonl(self, path):
         """Tokenized synth documents: [(task, ids, label mask)]."""
-        answer = self.piece("?\nAnswer:")
         out = []
         with open(path) as f:
             for number, line in enumerate(f, 1):
@@ -92,8 +97,8 @@ class Documents:
                 except (ValueError, KeyError) as e:
                     raise SystemExit(f"{path}:{number}: expected a synth document "
                                      f"{{\"text\", \"task\"}}: {e}")
-                ids = self.sp.encode(text)[: self.args.seq]
-                mask = [0] + [int(prev == answer) for prev in ids[:-1]]
+                ids, mask = self.with_answer_labels(self.sp.encode(text))
+                ids, mask = ids[: self.args.seq], mask[: self.args.seq]
                 if sum(mask):
                     out.append((task, ids, mask))
         if not out:
@@ -106,8 +111,9 @@ class Documents:
             period = rng.choice([2, 3])
             pool = self.key_ids + list(self.value_ids.values())
             base = [rng.choice(pool) for _ in range(period)]
-            n = self.args.seq
-            return [base[i % period] for i in range(n)], [0] * period + [1] * (n - period), None
+            n = self.args.seq - 1
+            ids = [self.bos] + [base[i % period] for i in range(n)]
+            return ids, [0] * (1 + period) + [1] * (n - period), None
         if self.args.format == "jsonl":
             _, ids, mask = rng.choice(self.train_docs)
             return ids, mask, None
@@ -117,8 +123,8 @@ class Documents:
         asked = [rng.randrange(n) for _ in range(self.args.questions)]
         if self.args.format in ("pairs", "offsets"):
             fact_sep = [self.piece(":▁value")] if self.args.format == "offsets" else []
-            question_sep = [self.piece("?\nAnswer:")] if self.args.format == "offsets" else []
-            ids, mask = [], []
+            question_sep = [self.answer] if self.args.format == "offsets" else []
+            ids, mask = [self.bos], [0]
             for k, v in zip(keys, values):
                 ids += [self.key_ids[k]] + fact_sep + [self.value_ids[v]]
                 mask += [0] * (2 + len(fact_sep))
@@ -129,14 +135,18 @@ class Documents:
         sentences = [f"Key {KEYS[k]}: value {v}." for k, v in zip(keys, values)]
         for _ in range(rng.randint(0, self.args.filler)):
             sentences.insert(rng.randint(0, len(sentences)), rng.choice(self.filler))
-        ids = self.sp.encode(" ".join(sentences) + "\n")
-        mask = [0] * len(ids)
-        for i in asked:
-            question = self.sp.encode(
-                f"\nQuestion: What is the value of key {KEYS[keys[i]]}?\nAnswer:")
-            ids += question + [self.value_ids[values[i]]]
-            mask += [0] * len(question) + [1]
+        # The harness's document (data/synthetic.cpp, synthetic_document), encoded whole as retain
+        # encodes a prompt: encoding its pieces apart would add a "▁" before each question.
+        text = " ".join(sentences) + "\n" + "".join(
+            f"\nQuestion: What is the value of key {KEYS[keys[i]]}?\nAnswer: {values[i]}"
+            for i in asked)
+        ids, mask = self.with_answer_labels(self.sp.encode(text))
         return ids, mask, 1 / len(set(values))
+
+    def with_answer_labels(self, ids):
+        """BOS + ids, and a mask that labels the token after each "?\nAnswer:" piece."""
+        ids = [self.bos] + ids
+        return ids, [0] + [int(prev == self.answer) for prev in ids[:-1]]
 
     def batch(self, rng, size, periodic_share):
         ids = torch.full((size, self.args.seq), self.sp.pad_id() if self.sp.pad_id() >= 0 else 0)
@@ -177,6 +187,7 @@ def grow(model, count, seed):
     fresh = []
     for _ in range(count):
         layer = type(layers[0])(config, 0)
+        layer.apply(model._init_weights)  # the model's own initialisation (initializer_range)
         layer.self_attn.o_proj.weight.data.zero_()
         layer.mlp.down_proj.weight.data.zero_()
         fresh.append(layer)
@@ -203,7 +214,7 @@ def evaluate(model, held):
 
 
 def new_model(args, vocab_size):
-    # recipes/demo/model.yaml's shape by default (tied embeddings, intermediate 3 x hidden).
+    # The demo's shape by default (tied embeddings, intermediate 3 x hidden).
     config = LlamaConfig(vocab_size=vocab_size, hidden_size=args.hidden,
                          num_hidden_layers=args.layers, num_attention_heads=args.heads,
                          num_key_value_heads=args.kv_heads, head_dim=args.head_dim,
@@ -254,8 +265,11 @@ def train_stage(args, model=None, progress=False):
         for group in opt.param_groups:
             group["lr"] = learning_rate(args, step)
         ids, labels, _ = docs.batch(rng, args.batch, args.periodic)
-        logits = model(ids).logits[:, :-1]
         mask = labels[:, 1:]
+        if not mask.any():
+            raise SystemExit(f"step {step}: no answer within --seq {args.seq} tokens in a whole "
+                             "batch; raise --seq")
+        logits = model(ids).logits[:, :-1]
         loss = torch.nn.functional.cross_entropy(logits[mask], ids[:, 1:][mask])
         opt.zero_grad()
         loss.backward()
@@ -334,8 +348,65 @@ def sha256(path):
     return h.hexdigest()
 
 
+MODEL_KEYS = ("layers", "hidden", "heads", "kv-heads", "head-dim")
+
+
+def resolve_stages(p, cli, recipe):
+    """[(name, args)] for every stage, all checked before any trains (a typo in the last stage
+    must not wait for hours of the first ones)."""
+    names = {a.dest for a in p._actions}
+    model_keys = recipe.get("model") or {}
+    if not isinstance(model_keys, dict) or set(model_keys) - set(MODEL_KEYS):
+        p.error(f"{cli.recipe}: `model` must be a map of {', '.join(MODEL_KEYS)}, found "
+                f"{model_keys!r}")
+    stages = []
+    for index, stage in enumerate(recipe["stages"]):
+        where = f"{cli.recipe}: stage {index + 1}"
+        if not isinstance(stage, dict) or not isinstance(stage.get("name"), str) \
+                or not re.fullmatch(r"[a-z0-9-]+", stage["name"]):
+            p.error(f"{where}: expected a map with a `name` of lower-case letters, digits or '-'")
+        where += f" ({stage['name']})"
+        argv = ["--tokenizer", cli.tokenizer, "--threads", str(cli.threads)]
+        for key, value in {**model_keys, "seed": recipe.get("seed", 0), **stage}.items():
+            flag = str(key).replace("_", "-")
+            if flag == "name":
+                continue
+            if flag.replace("-", "_") not in names or flag in (
+                    "recipe", "out", "init", "save", "tokenizer", "threads", "help"):
+                p.error(f"{where}: unknown key '{key}'")
+            if flag in MODEL_KEYS and key in stage:
+                p.error(f"{where}: '{key}' belongs in the recipe's `model` map (a stage starts "
+                        "from the previous one's weights)")
+            if flag == "facts" and not (isinstance(value, str) and re.fullmatch(
+                    r"[1-9][0-9]*(:[1-9][0-9]*)?", value)):
+                # Unquoted, YAML reads 2:8 as the base-60 integer 128.
+                p.error(f"{where}: facts must be a quoted \"N\" or \"MIN:MAX\", found {value!r}")
+            # Data files are named relative to the run directory, where `make demo-base` writes
+            # them.
+            if flag in ("data", "eval-data", "filler-from"):
+                value = os.path.join(cli.out, str(value))
+            argv += [f"--{flag}", str(value)]
+        args = p.parse_args(argv)
+        check_stage(p, args, where)
+        lo, hi = parse_range(args.facts)
+        if not 1 <= lo <= hi <= len(KEYS):
+            p.error(f"{where}: facts {args.facts}: expected 1 <= MIN <= MAX <= {len(KEYS)}")
+        stages.append((stage, args))
+    return stages
+
+
+def fingerprint(previous, stage, args, tokenizer_digest):
+    """What a stage's weights depend on: its settings, the tokenizer and the stage before it."""
+    settings = {k: v for k, v in vars(args).items()
+                if k not in ("tokenizer", "threads", "recipe", "out", "save", "init")}
+    return hashlib.sha256(json.dumps([previous, stage, settings, tokenizer_digest],
+                                     sort_keys=True).encode()).hexdigest()
+
+
 def run_recipe(p, cli):
-    """Every stage of cli.recipe in order, into cli.out; finished stages are skipped."""
+    """Every stage of cli.recipe in order, into cli.out. A stage whose directory holds the
+    fingerprint of its settings, tokenizer and predecessor is skipped; the first stage that does
+    not is trained again, and so is every stage after it."""
     try:
         with open(cli.recipe) as f:
             recipe = yaml.safe_load(f)
@@ -344,67 +415,63 @@ def run_recipe(p, cli):
     if not isinstance(recipe, dict) or not isinstance(recipe.get("stages"), list) \
             or not recipe["stages"]:
         p.error(f"{cli.recipe}: expected a map with a non-empty list `stages`")
-    unknown = set(recipe) - {"model", "seed", "stages", "sha256"}
+    unknown = set(recipe) - {"model", "seed", "stages", "sha256", "tokenizer-sha256"}
     if unknown:
         p.error(f"{cli.recipe}: unknown keys {sorted(unknown)} (expected model, seed, stages, "
-                "sha256)")
-    names = {a.dest for a in p._actions}
+                "sha256, tokenizer-sha256)")
+    stages = resolve_stages(p, cli, recipe)
     out = cli.out
     os.makedirs(os.path.join(out, "stages"), exist_ok=True)
-    model, summary, previous = None, [], None
-    for index, stage in enumerate(recipe["stages"]):
-        where = f"{cli.recipe}: stage {index + 1}"
-        if not isinstance(stage, dict) or not isinstance(stage.get("name"), str):
-            p.error(f"{where}: expected a map with a `name`")
-        argv = ["--tokenizer", cli.tokenizer, "--threads", str(cli.threads)]
-        for key, value in {**(recipe.get("model") or {}), "seed": recipe.get("seed", 0),
-                           **stage}.items():
-            flag = str(key).replace("_", "-")
-            if flag == "name":
-                continue
-            if flag.replace("-", "_") not in names or flag in ("recipe", "out", "init", "save",
-                                                                "tokenizer", "threads"):
-                p.error(f"{where} ({stage['name']}): unknown key '{key}'")
-            # Data files are named relative to the run directory, where `make demo-base` writes
-            # them.
-            if flag in ("data", "eval-data", "filler-from"):
-                value = os.path.join(out, str(value))
-            argv += [f"--{flag}", str(value)]
-        args = p.parse_args(argv)
-        check_stage(p, args, f"{where} ({stage['name']})")
+    tokenizer_digest = sha256(cli.tokenizer)
+    model, summary, previous, previous_print = None, [], None, None
+    stale = False
+    for index, (stage, args) in enumerate(stages):
         stage_dir = os.path.join(out, "stages", f"{index + 1:02d}-{stage['name']}")
+        print_ = fingerprint(previous_print, stage, args, tokenizer_digest)
         done = os.path.join(stage_dir, "stage.json")
-        if os.path.exists(done):
+        record = None
+        if not stale and os.path.exists(done):
             with open(done) as f:
-                summary.append(json.load(f))
+                record = json.load(f)
+            if record.get("fingerprint") != print_:
+                print(f"stage {index + 1} ({stage['name']}): its settings, tokenizer or an "
+                      "earlier stage changed; training it again", flush=True)
+                record = None
+        if record is not None:
+            summary.append(record)
             print(f"stage {index + 1} ({stage['name']}): done, skipped", flush=True)
-            previous, model = stage_dir, None
+            previous, previous_print, model = stage_dir, print_, None
             continue
+        stale = True  # every later stage starts from new weights
         if model is None and previous:
             model = LlamaForCausalLM.from_pretrained(previous)
-        print(f"stage {index + 1} of {len(recipe['stages'])} ({stage['name']}): "
-              f"{json.dumps(stage)}", flush=True)
+        print(f"stage {index + 1} of {len(stages)} ({stage['name']}): {json.dumps(stage)}",
+              flush=True)
         start = time.time()
         model, history = train_stage(args, model, progress=True)
+        shutil.rmtree(stage_dir + ".tmp", ignore_errors=True)
         model.save_pretrained(stage_dir + ".tmp")
-        record = {"name": stage["name"], "stage": stage, "seconds": round(time.time() - start),
+        record = {"name": stage["name"], "stage": stage, "fingerprint": print_,
+                  "seconds": round(time.time() - start),
                   "history": [{"step": s, **scores} for s, scores in history]}
         with open(os.path.join(stage_dir + ".tmp", "stage.json"), "w") as f:
             json.dump(record, f, indent=1)
         shutil.rmtree(stage_dir, ignore_errors=True)
         os.replace(stage_dir + ".tmp", stage_dir)
         summary.append(record)
-        previous = stage_dir
+        previous, previous_print = stage_dir, print_
     final = os.path.join(out, "model")
     shutil.rmtree(final + ".tmp", ignore_errors=True)
     shutil.copytree(previous, final + ".tmp", ignore=shutil.ignore_patterns("stage.json"))
     shutil.copy(cli.tokenizer, os.path.join(final + ".tmp", "tokenizer.model"))
     digest = sha256(os.path.join(final + ".tmp", "model.safetensors"))
     with open(os.path.join(final + ".tmp", "base.json"), "w") as f:
-        json.dump({"recipe": cli.recipe, "sha256": digest, "stages": summary}, f, indent=1)
+        json.dump({"recipe": cli.recipe, "sha256": digest, "tokenizer-sha256": tokenizer_digest,
+                   "stages": summary}, f, indent=1)
     shutil.rmtree(final, ignore_errors=True)
     os.replace(final + ".tmp", final)
-    print(f"wrote {final}: model.safetensors sha256 {digest}", flush=True)
+    print(f"wrote {final}: model.safetensors sha256 {digest}, tokenizer.model sha256 "
+          f"{tokenizer_digest}", flush=True)
     expected = recipe.get("sha256")
     if expected and expected != digest:
         print(f"note: the recipe's sha256 is {expected} (the committed base); this run's differs "

@@ -55,30 +55,49 @@ echo "ok   a re-run skips both finished stages and writes the same model"
 [ -s eval/scores.json ] || { echo "FAIL retain wrote no scores"; exit 1; }
 echo "ok   retain evaluates the trained base"
 
-# Bad input: an unknown key names its stage and key; nothing of the run is written.
-sed 's/eval-every: 2}/eval-every: 2, lr-schedule: cosine}/' recipe.yaml > bad.yaml
-if "$python" "$script" --recipe bad.yaml --tokenizer run/data/tokenizer.model --out bad \
-  > bad.log 2>&1; then echo "FAIL a bad recipe ran"; exit 1; fi
-grep -q "stage 2 (filler): unknown key 'lr-schedule'" bad.log ||
-  { echo "FAIL unclear error:"; cat bad.log; exit 1; }
-[ ! -e bad/model ] || { echo "FAIL a bad recipe left a model"; exit 1; }
-echo "ok   an unknown recipe key: $(tail -1 bad.log)"
-# A tokenizer without the template's pieces (no --tokenizer-pieces) cannot run the template.
+# A changed stage is trained again, with every stage after it; the ones before are kept.
+sed 's/steps: 4, eval-every: 2}/steps: 2, eval-every: 2}/' recipe.yaml > changed.yaml
+"$python" "$script" --recipe changed.yaml --tokenizer run/data/tokenizer.model --out run \
+  --threads 1 > changed.log 2>&1 || { cat changed.log; exit 1; }
+grep -q "stage 1 (pairs): done, skipped" changed.log && grep -q "stage 2 (filler): its settings" \
+  changed.log || { echo "FAIL a changed stage was not retrained alone"; cat changed.log; exit 1; }
+"$python" - run <<'PY'
+import json, sys
+steps = [h["step"] for h in json.load(open(f"{sys.argv[1]}/model/base.json"))["stages"][1]["history"]]
+assert steps == [0, 2], steps
+PY
+echo "ok   a changed stage is trained again; the stage before it is kept"
+
+# Bad input names its stage and key, before anything trains; nothing of the run is written.
+expect_error() {  # expect_error PATTERN RECIPE_FILE
+  if "$python" "$script" --recipe "$2" --tokenizer run/data/tokenizer.model --out bad \
+    > bad.log 2>&1; then echo "FAIL $2 ran"; exit 1; fi
+  grep -q "$1" bad.log || { echo "FAIL unclear error for $2:"; cat bad.log; exit 1; }
+  [ ! -e bad ] || { echo "FAIL $2 left bad/ behind"; exit 1; }
+  echo "ok   $(tail -1 bad.log | sed 's/^base_curriculum.py: error: //')"
+}
+sed 's/eval-every: 2}/eval-every: 2, lr-schedule: cosine}/' recipe.yaml > bad1.yaml
+expect_error "stage 2 (filler): unknown key 'lr-schedule'" bad1.yaml
+sed 's/facts: "2:3"/facts: 2:3/' recipe.yaml > bad2.yaml  # YAML reads 2:3 as 123
+expect_error "stage 2 (filler): facts must be a quoted" bad2.yaml
+sed 's/steps: 4,/steps: 4, hidden: 64,/' recipe.yaml > bad3.yaml
+expect_error "'hidden' belongs in the recipe's \`model\` map" bad3.yaml
+# A tokenizer without the template's pieces (no --tokenizer-pieces) cannot run the offsets layout.
 "$retain" synth --train-tasks multi,needle --train-count 3000 --train-words 10:60 \
   --key-chars 2 --key-alphabet bcdfghjklmnpqrst --value-digits 2 --vocab-size 1024 \
   --heldout-count 0 --out plain > plain.log 2>&1 || { cat plain.log; exit 1; }
 if "$python" "$script" --tokenizer plain/tokenizer.model --format offsets --steps 1 \
   > piece.log 2>&1; then echo "FAIL offsets ran without its pieces"; exit 1; fi
-grep -q "has no piece" piece.log || { echo "FAIL unclear error:"; cat piece.log; exit 1; }
+grep -qF "has no piece '?\\nAnswer:'" piece.log || { echo "FAIL unclear error:"; cat piece.log; exit 1; }
 echo "ok   a tokenizer without the template's pieces: $(tail -1 piece.log | cut -c1-90)..."
 
-# The committed base is the one its recipe names.
-want=$(sed -n 's/^sha256: *//p' "$src/recipes/demo/base-curriculum.yaml")
-got=$(sha256sum "$src/recipes/demo/base/model.safetensors" | cut -d' ' -f1)
-[ -n "$want" ] && [ "$want" = "$got" ] ||
-  { echo "FAIL recipes/demo/base/model.safetensors is $got, the recipe says '$want'"; exit 1; }
-"$python" - "$src/recipes/demo/base/base.json" "$got" <<'PY'
+# The committed base is the one its recipe names (the check `make demo` runs first).
+bash "$src/scripts/check_demo_base.sh" "$src/recipes/demo/base" \
+  "$src/recipes/demo/base-curriculum.yaml" sums.txt
+grep -q "model.safetensors" sums.txt && grep -q "tokenizer.model" sums.txt
+"$python" - "$src/recipes/demo/base/base.json" sums.txt <<'PY'
 import json, sys
-assert json.load(open(sys.argv[1]))["sha256"] == sys.argv[2], "base.json names other weights"
+sums = dict(line.split()[::-1] for line in open(sys.argv[2]))
+assert json.load(open(sys.argv[1]))["sha256"] == sums["model.safetensors"], "base.json names other weights"
 PY
-echo "ok   the committed base matches its recipe's sha256"
+echo "ok   the committed base matches its recipe's sha256 and tokenizer-sha256"
