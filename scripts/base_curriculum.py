@@ -10,10 +10,11 @@ document scores ("chance").
 
 Two modes:
   --recipe FILE --out DIR   every stage of a curriculum (recipes/demo/base-curriculum.yaml), each
-                            from the previous stage's weights; a finished stage is skipped on a
-                            re-run. Writes DIR/model/ (config.json, model.safetensors,
-                            tokenizer.model) and DIR/model/base.json (every stage's accuracy, the
-                            SHA-256 of model.safetensors). `make demo-base` runs it.
+                            from the previous stage's weights; a re-run keeps every stage whose
+                            settings, tokenizer and predecessors did not change (fingerprints).
+                            Writes DIR/model/ (config.json, model.safetensors, tokenizer.model)
+                            and DIR/model/base.json (every stage's accuracy, the SHA-256 of the
+                            weights and tokenizer). `make demo-base` runs it.
   stage flags               one stage (how docs/demo-base.md's experiments were run), e.g.
       python3 scripts/base_curriculum.py --tokenizer T.model --format pairs --periodic 0.5 \\
           --steps 16000 --save runs/pairs

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/base_curriculum.py, the trainer of `make demo-base`, on a two-stage recipe of a few
-# steps: its outputs, a re-run that skips finished stages, retain loading the result, clear errors
-# on a bad recipe, and the committed base matching the sha256 its recipe names.
+# steps: its outputs, a re-run that skips finished stages and retrains a changed one, retain loading
+# the result, and clear errors on a bad recipe before anything trains.
 # Usage: base_curriculum_test.sh SOURCE_DIR RETAIN PYTHON WORKDIR
 set -euo pipefail
 src="$1"; retain="$2"; python="$3"; work="$4"
@@ -90,14 +90,3 @@ if "$python" "$script" --tokenizer plain/tokenizer.model --format offsets --step
   > piece.log 2>&1; then echo "FAIL offsets ran without its pieces"; exit 1; fi
 grep -qF "has no piece '?\\nAnswer:'" piece.log || { echo "FAIL unclear error:"; cat piece.log; exit 1; }
 echo "ok   a tokenizer without the template's pieces: $(tail -1 piece.log | cut -c1-90)..."
-
-# The committed base is the one its recipe names (the check `make demo` runs first).
-bash "$src/scripts/check_demo_base.sh" "$src/recipes/demo/base" \
-  "$src/recipes/demo/base-curriculum.yaml" sums.txt
-grep -q "model.safetensors" sums.txt && grep -q "tokenizer.model" sums.txt
-"$python" - "$src/recipes/demo/base/base.json" sums.txt <<'PY'
-import json, sys
-sums = dict(line.split()[::-1] for line in open(sys.argv[2]))
-assert json.load(open(sys.argv[1]))["sha256"] == sums["model.safetensors"], "base.json names other weights"
-PY
-echo "ok   the committed base matches its recipe's sha256 and tokenizer-sha256"

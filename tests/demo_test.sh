@@ -1,24 +1,31 @@
 #!/usr/bin/env bash
-# A reduced `make demo` (the same recipes/demo/ recipes, committed base and Makefile chain; fewer
-# documents, steps and examples): checks the artefacts, the base's full-cache accuracy on the
-# reduced held-out set, that every policy kept to its budget, that a re-run skips finished steps,
-# and that a base whose weights are not the recipe's stops the demo before any training.
+# A reduced `make demo` (the same recipes/demo/ recipes and Makefile chain, fewer documents, steps
+# and examples): checks the artefacts, that the pretrained tiny model is well above chance with
+# its full cache, that every policy kept to its budget, and that a re-run skips finished steps.
 # Usage: demo_test.sh SOURCE_DIR RETAIN WORKDIR
 set -euo pipefail
 src="$1"; retain="$2"; work="$3"
 rm -rf "$work" && mkdir -p "$work"
-demo=(make --no-print-directory -C "$src" demo-steps DEMO="$work/demo" RETAIN="$retain"
-  SYNTH_FLAGS="--train-count 30 --train-words 40:120 --heldout-questions 16 --heldout-words 300"
+# 480 base steps: the copy circuit forms after ~400 at lr 6e-3 (recipes/demo/base.yaml), and the
+# base stage is most of this test's time (measured alone, one thread: 162 s in all, needle 4 of 6;
+# 600 steps took 189 s, needle 5 of 6; 600 steps of 128-token rows found no needle).
+demo=(make --no-print-directory -C "$src" demo-steps DEMO="$work" RETAIN="$retain"
+  SYNTH_FLAGS="--heldout-questions 6 --heldout-words 60"
+  SYNTH_LONG_FLAGS="--train-count 30 --train-words 40:120"
+  BASE_FLAGS="train.steps=480 optim.min_lr=6.0e-3 checkpoint.every=240"
+  BASE_LONG_FLAGS="train.steps=20 data.seq_len=256 checkpoint.every=20"
   GATES_FLAGS="train.steps=12 data.seq_len=256 loss.memory=8 checkpoint.every=12"
   EVAL_FLAGS="--budget 0.2,0.5")
 "${demo[@]}" > "$work/demo.log" 2>&1 || { tail -30 "$work/demo.log"; exit 1; }
-for f in data/train.jsonl data/heldout.jsonl data/synth.json base.sha256 shards/prep.json \
-  trimkv.safetensors dbtrimkv.safetensors locret.safetensors kvzap.safetensors \
+for f in data/train.jsonl data/heldout.jsonl data/tokenizer.model data/synth.json \
+  data-long/train.jsonl init/config.json shards/prep.json shards-long/prep.json \
+  model-short/model.safetensors model/model.safetensors trimkv.safetensors dbtrimkv.safetensors \
+  locret.safetensors kvzap.safetensors \
   scores.json scores.csv plot.png plot.svg memory.png memory.svg predictions.jsonl config.yaml; do
-  [ -s "$work/demo/$f" ] || { echo "FAIL missing $f"; exit 1; }
+  [ -s "$work/$f" ] || { echo "FAIL missing $f"; exit 1; }
 done
 echo "ok   every artefact is there"
-python3 - "$work/demo" <<'PY'
+python3 - "$work" <<'PY'
 import json, sys
 work = sys.argv[1]
 scores = json.load(open(f"{work}/scores.json"))
@@ -52,22 +59,3 @@ start=$(date +%s)
 "${demo[@]}" > "$work/rerun.log" 2>&1 || { tail -30 "$work/rerun.log"; exit 1; }
 grep -q "retain train\|retain synth" "$work/rerun.log" && { echo "FAIL the re-run redid a step"; exit 1; }
 echo "ok   re-run skipped every finished step ($(( $(date +%s) - start )) s)"
-# A base whose weights are not the ones the recipe names (here one byte changed) stops the demo
-# before any step that reads it, with a message naming both digests.
-cp -r "$src/recipes/demo/base" "$work/bad-base"
-python3 - "$work/bad-base/model.safetensors" <<'PY'
-import sys
-with open(sys.argv[1], "r+b") as f:
-    f.seek(-1, 2)
-    last = f.read(1)
-    f.seek(-1, 2)
-    f.write(bytes([last[0] ^ 1]))
-PY
-if make --no-print-directory -C "$src" demo-steps DEMO="$work/bad" DEMO_BASE="$work/bad-base" \
-  RETAIN="$retain" \
-  > "$work/bad.log" 2>&1; then echo "FAIL the demo ran on a base with other weights"; exit 1; fi
-grep -q "model.safetensors: sha256 .*, but .*base-curriculum.yaml says" "$work/bad.log" ||
-  { echo "FAIL unclear error:"; cat "$work/bad.log"; exit 1; }
-[ ! -e "$work/bad" ] ||
-  { echo "FAIL the demo went on past the check"; exit 1; }
-echo "ok   a base with other weights: $(grep sha256 "$work/bad.log" | head -1 | cut -c1-100)..."
