@@ -32,6 +32,8 @@ run = sys.argv[1]
 base = json.load(open(f"{run}/model/base.json"))
 digest = hashlib.sha256(open(f"{run}/model/model.safetensors", "rb").read()).hexdigest()
 assert base["sha256"] == digest, (base["sha256"], digest)
+tokenizer = hashlib.sha256(open(f"{run}/model/tokenizer.model", "rb").read()).hexdigest()
+assert base["tokenizer-sha256"] == tokenizer, (base["tokenizer-sha256"], tokenizer)
 assert [s["name"] for s in base["stages"]] == ["pairs", "filler"], base["stages"]
 steps = [[h["step"] for h in s["history"]] for s in base["stages"]]
 assert steps == [[0, 3, 6], [0, 2, 4]], steps
@@ -40,7 +42,7 @@ for s in base["stages"]:
         assert 0.0 <= h["all"] <= 1.0, h
 config = json.load(open(f"{run}/model/config.json"))
 assert config["num_hidden_layers"] == 2 and config["hidden_size"] == 32, config
-print("ok   two stages trained; base.json holds their scores and the weights' sha256")
+print("ok   two stages trained; base.json holds their scores and the weights' and tokenizer's sha256")
 PY
 sha_first=$(sha256sum run/model/model.safetensors | cut -d' ' -f1)
 "${run[@]}" > again.log 2>&1 || { cat again.log; exit 1; }
