@@ -65,9 +65,9 @@ class Documents:
         self.key_ids = [self.piece("▁" + k) for k in KEYS]
         self.value_ids = {v: self.piece(f"▁{v}") for v in VALUES}
         # retain (prep, eval) starts every document with BOS, as HF's Llama tokenizers do.
-        self.bos = sp.bos_id()
-        if self.bos < 0:
+        if not args.no_bos and sp.bos_id() < 0:
             raise SystemExit(f"{args.tokenizer}: no BOS piece (retain starts every prompt with one)")
+        self.start = [] if args.no_bos else [sp.bos_id()]
         self.answer = self.piece("?\nAnswer:") if args.format in ("offsets", "template", "jsonl") \
             else None
         self.filler = []
@@ -112,9 +112,9 @@ class Documents:
             period = rng.choice([2, 3])
             pool = self.key_ids + list(self.value_ids.values())
             base = [rng.choice(pool) for _ in range(period)]
-            n = self.args.seq - 1
-            ids = [self.bos] + [base[i % period] for i in range(n)]
-            return ids, [0] * (1 + period) + [1] * (n - period), None
+            n = self.args.seq - len(self.start)
+            ids = self.start + [base[i % period] for i in range(n)]
+            return ids, [0] * (len(self.start) + period) + [1] * (n - period), None
         if self.args.format == "jsonl":
             _, ids, mask = rng.choice(self.train_docs)
             return ids, mask, None
@@ -125,7 +125,7 @@ class Documents:
         if self.args.format in ("pairs", "offsets"):
             fact_sep = [self.piece(":▁value")] if self.args.format == "offsets" else []
             question_sep = [self.answer] if self.args.format == "offsets" else []
-            ids, mask = [self.bos], [0]
+            ids, mask = list(self.start), [0] * len(self.start)
             for k, v in zip(keys, values):
                 ids += [self.key_ids[k]] + fact_sep + [self.value_ids[v]]
                 mask += [0] * (2 + len(fact_sep))
@@ -146,7 +146,7 @@ class Documents:
 
     def with_answer_labels(self, ids):
         """BOS + ids, and a mask that labels the token after each "?\nAnswer:" piece."""
-        ids = [self.bos] + ids
+        ids = self.start + ids
         return ids, [0] + [int(prev == self.answer) for prev in ids[:-1]]
 
     def batch(self, rng, size, periodic_share):
@@ -309,6 +309,8 @@ def stage_parser():
     p.add_argument("--head-dim", type=int, default=32)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--no-bos", action="store_true", help="documents without a BOS token (an "
+                   "experiment: retain starts every prompt with BOS)")
     p.add_argument("--init", help="start from this saved model directory (a curriculum's stage)")
     p.add_argument("--insert-layers", type=int, default=0, help="grow the model: insert N "
                    "layers after its first, each a no-op at first (zero output projections)")
