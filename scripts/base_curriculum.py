@@ -149,17 +149,25 @@ class Documents:
         ids = self.start + ids
         return ids, [0] + [int(prev == self.answer) for prev in ids[:-1]]
 
-    def batch(self, rng, size, periodic_share):
-        ids = torch.full((size, self.args.seq), self.sp.pad_id() if self.sp.pad_id() >= 0 else 0)
-        labels = torch.zeros((size, self.args.seq), dtype=torch.bool)
-        chances = []
-        for row in range(size):
-            doc, mask, chance = self.make(rng, periodic_share)
+    def rows(self, docs):
+        """(ids, labels): [(ids, mask)] as padded rows of --seq tokens (documents are cut)."""
+        ids = torch.full((len(docs), self.args.seq),
+                         self.sp.pad_id() if self.sp.pad_id() >= 0 else 0)
+        labels = torch.zeros((len(docs), self.args.seq), dtype=torch.bool)
+        for row, (doc, mask) in enumerate(docs):
             doc, mask = doc[: self.args.seq], mask[: self.args.seq]
             ids[row, : len(doc)] = torch.tensor(doc)
             labels[row, : len(mask)] = torch.tensor(mask, dtype=torch.bool)
+        return ids, labels
+
+    def batch(self, rng, size, periodic_share):
+        docs, chances = [], []
+        for _ in range(size):
+            doc, mask, chance = self.make(rng, periodic_share)
+            docs.append((doc, mask))
             if chance is not None:
-                chances += [chance] * sum(mask)
+                chances += [chance] * sum(mask[: self.args.seq])
+        ids, labels = self.rows(docs)
         return ids, labels, (sum(chances) / len(chances) if chances else float("nan"))
 
     def held_out(self):
@@ -169,11 +177,7 @@ class Documents:
             ids, labels, chance = self.batch(random.Random(12345), 64, 0.0)
             return ids, labels, chance, None
         held = self.jsonl(self.args.eval_data)
-        ids = torch.zeros((len(held), self.args.seq), dtype=torch.long)
-        labels = torch.zeros((len(held), self.args.seq), dtype=torch.bool)
-        for row, (_, doc, mask) in enumerate(held):
-            ids[row, : len(doc)] = torch.tensor(doc)
-            labels[row, : len(mask)] = torch.tensor(mask, dtype=torch.bool)
+        ids, labels = self.rows([(doc, mask) for _, doc, mask in held])
         return ids, labels, float("nan"), [task for task, _, _ in held]
 
 

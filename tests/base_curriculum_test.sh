@@ -92,3 +92,50 @@ if "$python" "$script" --tokenizer plain/tokenizer.model --format offsets --step
   > piece.log 2>&1; then echo "FAIL offsets ran without its pieces"; exit 1; fi
 grep -qF "has no piece '?\\nAnswer:'" piece.log || { echo "FAIL unclear error:"; cat piece.log; exit 1; }
 echo "ok   a tokenizer without the template's pieces: $(tail -1 piece.log | cut -c1-90)..."
+
+# The pieces the curriculum relies on: its template documents are the token ids retain reads for
+# the same text (BOS first, encoded whole), --no-bos drops only the BOS, a grown model computes
+# what it did before growing, and the learning rate warms up, holds and cools down to a tenth.
+"$python" - "$src/scripts" run/data/tokenizer.model data/train.jsonl > pieces.py.log 2>&1 <<'PY' ||
+import random, sys
+sys.path.insert(0, sys.argv[1])
+import base_curriculum as bc
+import sentencepiece as spm
+import torch
+p = bc.stage_parser()
+args = p.parse_args(["--tokenizer", sys.argv[2], "--format", "template", "--facts", "3",
+                     "--questions", "2", "--filler", "2", "--filler-from", "run/" + sys.argv[3],
+                     "--seq", "256"])
+sp = spm.SentencePieceProcessor(model_file=args.tokenizer)
+ids, mask, _ = bc.Documents(args, sp).make(random.Random(5), 0.0)
+open("template_ids.txt", "w").write(",".join(map(str, ids)))
+text = sp.decode(ids[1:])
+open("template.txt", "w").write(text)
+# The harness's layout (data/synthetic.cpp): context, a blank line, then "Question: ...\nAnswer: v"
+# turns with no space before a newline (encoding questions apart once put a "▁" there).
+assert ids[0] == sp.bos_id() and "\n\nQuestion: What is the value of key " in text, text
+assert " \n" not in text and text.count("\nQuestion: ") == 2, text
+assert sum(mask) == 2 and all(ids[i - 1] == sp.piece_to_id("?\nAnswer:") for i, m in enumerate(mask) if m)
+args.no_bos = True
+plain, plain_mask, _ = bc.Documents(args, sp).make(random.Random(5), 0.0)
+assert plain == ids[1:] and plain_mask == mask[1:], "--no-bos changed more than the BOS"
+small = p.parse_args(["--tokenizer", sys.argv[2], "--hidden", "32", "--heads", "2", "--kv-heads",
+                      "1", "--head-dim", "16"])
+model = bc.new_model(small, sp.get_piece_size()).eval()
+x = torch.tensor([ids[:40]])
+before = model(x).logits
+bc.grow(model, 2, 0)
+assert model.config.num_hidden_layers == 4 and len(model.model.layers) == 4
+assert torch.equal(model(x).logits, before), "growing changed the model's output"
+small.steps, small.lr, small.cooldown = 1000, 1.0, 0.2
+lrs = [bc.learning_rate(small, s) for s in range(1000)]
+assert lrs[0] == 1 / 50 and lrs[49] == 1.0 and lrs[799] == 1.0 and abs(lrs[999] - (1 - 0.9 * 199 / 200)) < 1e-9, lrs[::100]
+print("ok")
+PY
+  { echo "FAIL"; cat pieces.py.log; exit 1; }
+# retain's own ids for the document's text (BOS + text, as eval and prep read it).
+"$retain" tokenize --model run/model --file template.txt --no-chat | grep -o '^[0-9]*' |
+  paste -sd, > retain_ids.txt
+[ "$(cat retain_ids.txt)" = "$(cat template_ids.txt)" ] ||
+  { echo "FAIL template ids differ from retain's:"; cat template_ids.txt retain_ids.txt; exit 1; }
+echo "ok   template documents are retain's token ids; --no-bos, grow and the lr schedule hold"
