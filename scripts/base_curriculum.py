@@ -26,9 +26,12 @@ Formats (--format):
   offsets   the template's token offsets without its other words: facts "hj :_value 79", questions
             "hj ?\\nAnswer: 79" (needs the pieces ":_value" and "?\\nAnswer:", synth --tokenizer-pieces)
   jsonl     documents of a `retain synth` train.jsonl (--data; every task in the harness's exact
-            wording, filler included), cut to --seq tokens; the label is the token after each
-            "?\\nAnswer:" piece (the answer's first token). --eval-data: another synth file (another
-            --seed) scored per task.
+            wording, filler included), cut to --seq tokens. --mix F draws a share F of a template,
+            pairs or offsets stage's documents from --data instead.
+The loss is on each answer (the tokens after a "?\\nAnswer:" piece up to the first that holds a
+newline: a model must end its answers); the accuracy printed is that of each answer's first token,
+on 64 fixed documents of the stage's layout ("all") and, per task, on --eval-data (a synth file of
+another --seed).
 --periodic F replaces a fraction F of the documents by random key/value tokens repeating with
 period 2 or 3, which a model predicts by reading the token 1 or 2 back (the first layer's half of
 retrieval); every token after the first period is a label.
@@ -54,6 +57,9 @@ KEYS = [a + b for a in KEY_ALPHABET for b in KEY_ALPHABET]
 VALUES = range(10, 100)  # 2-digit values, one token each in the demo's tokenizers
 
 
+ANSWER, ANSWER_END = 1, 2  # label kinds: an answer's first token (scored), the tokens ending it
+
+
 def parse_range(text):
     lo, _, hi = str(text).partition(":")
     return int(lo), int(hi or lo)
@@ -77,7 +83,7 @@ class Documents:
             self.filler = sorted(set(re.findall(r"(?:A|An|The|Our|Every)[a-z ]+\.", text)))
             if not self.filler:
                 raise SystemExit(f"{args.filler_from}: no filler sentences found")
-        self.train_docs = self.jsonl(args.data) if args.format == "jsonl" else None
+        self.train_docs = self.jsonl(args.data) if args.data else None
 
     def piece(self, piece):
         i = self.sp.piece_to_id(piece)
@@ -88,7 +94,7 @@ class Documents:
         return i
 
     def jsonl(self, path):
-        """Tokenized synth documents: [(task, ids, label mask)]."""
+        """Tokenized synth documents: [(task, ids, labels)] (labels as with_answer_labels)."""
         out = []
         with open(path) as f:
             for number, line in enumerate(f, 1):
@@ -100,13 +106,13 @@ class Documents:
                                      f"{{\"text\", \"task\"}}: {e}")
                 ids, mask = self.with_answer_labels(self.sp.encode(text))
                 ids, mask = ids[: self.args.seq], mask[: self.args.seq]
-                if sum(mask):
+                if ANSWER in mask:
                     out.append((task, ids, mask))
         if not out:
             raise SystemExit(f"{path}: no document with an answer within {self.args.seq} tokens")
         return out
 
-    def make(self, rng, periodic_share):
+    def make(self, rng, periodic_share, mix_share):
         """(ids, label mask, chance of a uniform pick among the document's values)."""
         if rng.random() < periodic_share:
             period = rng.choice([2, 3])
@@ -114,8 +120,10 @@ class Documents:
             base = [rng.choice(pool) for _ in range(period)]
             n = self.args.seq - len(self.start)
             ids = self.start + [base[i % period] for i in range(n)]
-            return ids, [0] * (len(self.start) + period) + [1] * (n - period), None
-        if self.args.format == "jsonl":
+            return ids, [0] * (len(self.start) + period) + [ANSWER] * (n - period), None
+        # rng.random() only where a share is mixed in: stages without one draw the same documents
+        # as before --mix existed.
+        if self.args.format == "jsonl" or (mix_share and rng.random() < mix_share):
             _, ids, mask = rng.choice(self.train_docs)
             return ids, mask, None
         n = rng.randint(*parse_range(self.args.facts))
@@ -131,7 +139,7 @@ class Documents:
                 mask += [0] * (2 + len(fact_sep))
             for i in asked:
                 ids += [self.key_ids[keys[i]]] + question_sep + [self.value_ids[values[i]]]
-                mask += [0] * (1 + len(question_sep)) + [1]
+                mask += [0] * (1 + len(question_sep)) + [ANSWER]
             return ids, mask, 1 / len(set(values))
         sentences = [f"Key {KEYS[k]}: value {v}." for k, v in zip(keys, values)]
         for _ in range(rng.randint(0, self.args.filler)):
@@ -145,40 +153,57 @@ class Documents:
         return ids, mask, 1 / len(set(values))
 
     def with_answer_labels(self, ids):
-        """BOS + ids, and a mask that labels the token after each "?\nAnswer:" piece."""
+        """BOS + ids, and their labels: ANSWER for the token after each "?\nAnswer:" piece (the
+        answer's first token, scored), ANSWER_END for the tokens after it up to the first one
+        that holds a newline (the harness's exact match reads the first line, so a model must end
+        its answer: one trained on the answer's first token alone writes on)."""
         ids = self.start + ids
-        return ids, [0] + [int(prev == self.answer) for prev in ids[:-1]]
+        labels, inside = [0], False
+        for prev, token in zip(ids, ids[1:]):
+            if prev == self.answer:
+                labels.append(ANSWER)
+                inside = "\n" not in self.sp.id_to_piece(token)
+            elif inside:
+                labels.append(ANSWER_END)
+                inside = "\n" not in self.sp.id_to_piece(token)
+            else:
+                labels.append(0)
+        return ids, labels
 
     def rows(self, docs):
         """(ids, labels): [(ids, mask)] as padded rows of --seq tokens (documents are cut)."""
         ids = torch.full((len(docs), self.args.seq),
                          self.sp.pad_id() if self.sp.pad_id() >= 0 else 0)
-        labels = torch.zeros((len(docs), self.args.seq), dtype=torch.bool)
+        labels = torch.zeros((len(docs), self.args.seq), dtype=torch.int8)
         for row, (doc, mask) in enumerate(docs):
             doc, mask = doc[: self.args.seq], mask[: self.args.seq]
             ids[row, : len(doc)] = torch.tensor(doc)
-            labels[row, : len(mask)] = torch.tensor(mask, dtype=torch.bool)
+            labels[row, : len(mask)] = torch.tensor(mask, dtype=torch.int8)
         return ids, labels
 
-    def batch(self, rng, size, periodic_share):
+    def batch(self, rng, size, periodic_share, mix_share):
         docs, chances = [], []
         for _ in range(size):
-            doc, mask, chance = self.make(rng, periodic_share)
+            doc, mask, chance = self.make(rng, periodic_share, mix_share)
             docs.append((doc, mask))
             if chance is not None:
-                chances += [chance] * sum(mask[: self.args.seq])
+                chances += [chance] * mask[: self.args.seq].count(ANSWER)
         ids, labels = self.rows(docs)
         return ids, labels, (sum(chances) / len(chances) if chances else float("nan"))
 
     def held_out(self):
-        """(ids, labels, chance, tasks): the fixed documents every stage is scored on."""
+        """[(ids, labels, chance, tasks)]: the fixed documents every stage is scored on: 64 of
+        the stage's own layout (their own generator, never periodic or mixed: the same documents
+        on every run; none for --format jsonl) and those of --eval-data (scored per task)."""
+        sets = []
         if self.args.format != "jsonl":
-            # Their own generator (never periodic): the same documents on every run.
-            ids, labels, chance = self.batch(random.Random(12345), 64, 0.0)
-            return ids, labels, chance, None
-        held = self.jsonl(self.args.eval_data)
-        ids, labels = self.rows([(doc, mask) for _, doc, mask in held])
-        return ids, labels, float("nan"), [task for task, _, _ in held]
+            ids, labels, chance = self.batch(random.Random(12345), 64, 0.0, 0.0)
+            sets.append((ids, labels, chance, None))
+        if self.args.eval_data:
+            held = self.jsonl(self.args.eval_data)
+            ids, labels = self.rows([(doc, mask) for _, doc, mask in held])
+            sets.append((ids, labels, float("nan"), [task for task, _, _ in held]))
+        return sets
 
 
 def grow(model, count, seed):
@@ -206,15 +231,18 @@ def grow(model, count, seed):
 
 
 def evaluate(model, held):
-    """{"all": accuracy, task: accuracy, ...} of the answer tokens' argmax."""
-    ids, labels, _, tasks = held
-    with torch.no_grad():
-        hits = torch.cat([model(ids[i:i + 16]).logits[:, :-1].argmax(-1)
-                          for i in range(0, len(ids), 16)]) == ids[:, 1:]
-    scores = {"all": hits[labels[:, 1:]].float().mean().item()}
-    for task in sorted(set(tasks or [])):
-        rows = torch.tensor([t == task for t in tasks])
-        scores[task] = hits[rows][labels[rows, 1:]].float().mean().item()
+    """{"all": accuracy, task: accuracy, ...} of the argmax at each answer's first token: "all"
+    over the first held-out set (the stage's layout), a task's over --eval-data's documents."""
+    scores = {}
+    for ids, labels, _, tasks in held:
+        answers = labels[:, 1:] == ANSWER
+        with torch.no_grad():
+            hits = torch.cat([model(ids[i:i + 16]).logits[:, :-1].argmax(-1)
+                              for i in range(0, len(ids), 16)]) == ids[:, 1:]
+        scores.setdefault("all", hits[answers].float().mean().item())
+        for task in sorted(set(tasks or [])):
+            rows = torch.tensor([t == task for t in tasks])
+            scores[task] = hits[rows][answers[rows]].float().mean().item()
     return scores
 
 
@@ -264,13 +292,13 @@ def train_stage(args, model=None, progress=False):
             history.append((step, scores))
             per_task = "".join(f" {t} {s:.2f}" for t, s in scores.items() if t != "all")
             bar.write(f"step {step:6d}  answer accuracy {scores['all']:.3f}  "
-                      f"(chance {held[2]:.3f}){per_task}  {time.time() - start:6.0f} s")
+                      f"(chance {held[0][2]:.3f}){per_task}  {time.time() - start:6.0f} s")
         if step == args.steps:
             break
         for group in opt.param_groups:
             group["lr"] = learning_rate(args, step)
-        ids, labels, _ = docs.batch(rng, args.batch, args.periodic)
-        mask = labels[:, 1:]
+        ids, labels, _ = docs.batch(rng, args.batch, args.periodic, args.mix)
+        mask = labels[:, 1:] > 0
         if not mask.any():
             raise SystemExit(f"step {step}: no answer within --seq {args.seq} tokens in a whole "
                              "batch; raise --seq")
@@ -292,7 +320,9 @@ def stage_parser():
     p.add_argument("--format", choices=["template", "pairs", "offsets", "jsonl"],
                    default="template")
     p.add_argument("--data", help="--format jsonl: a synth train.jsonl to train on")
-    p.add_argument("--eval-data", help="--format jsonl: a synth train.jsonl to score (per task)")
+    p.add_argument("--eval-data", help="a synth train.jsonl (another --seed) to score per task")
+    p.add_argument("--mix", type=float, default=0.0, help="share of documents drawn from --data "
+                   "(a synth train.jsonl) in a template, pairs or offsets stage")
     p.add_argument("--facts", default="2:6", help="facts per document, N or MIN:MAX")
     p.add_argument("--questions", type=int, default=6, help="questions per document (keys drawn "
                    "with replacement: no answer by elimination)")
@@ -313,8 +343,9 @@ def stage_parser():
     p.add_argument("--head-dim", type=int, default=32)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=os.cpu_count())
-    p.add_argument("--no-bos", action="store_true", help="documents without a BOS token (an "
-                   "experiment: retain starts every prompt with BOS)")
+    p.add_argument("--no-bos", action="store_true", help="documents without a BOS token; a "
+                   "recipe whose last stage has it writes tokenizer_config.json add_bos_token "
+                   "false beside the base, so retain prompts it without one too")
     p.add_argument("--init", help="start from this saved model directory (a curriculum's stage)")
     p.add_argument("--insert-layers", type=int, default=0, help="grow the model: insert N "
                    "layers after its first, each a no-op at first (zero output projections)")
@@ -341,6 +372,9 @@ def check_stage(p, args, where):
         p.error(f"{where}: --cooldown is a fraction of the steps (0 to 1), found {args.cooldown}")
     if args.format == "jsonl" and not (args.data and args.eval_data):
         p.error(f"{where}: --format jsonl needs --data and --eval-data")
+    if not 0 <= args.mix <= 1 or (args.mix > 0) != bool(args.data and args.format != "jsonl"):
+        p.error(f"{where}: --mix F (0 to 1) and --data go together in a non-jsonl stage, found "
+                f"--mix {args.mix} and --data {args.data or '(none)'}")
     for name in ("tokenizer", "data", "eval_data", "filler_from", "init"):
         path = getattr(args, name)
         if path and not os.path.exists(path):
@@ -356,6 +390,7 @@ def sha256(path):
 
 
 MODEL_KEYS = ("layers", "hidden", "heads", "kv-heads", "head-dim")
+BOOLEAN_FLAGS = ("no-bos",)
 
 
 def resolve_stages(p, cli, recipe):
@@ -392,6 +427,11 @@ def resolve_stages(p, cli, recipe):
             # them.
             if flag in ("data", "eval-data", "filler-from"):
                 value = os.path.join(cli.out, str(value))
+            if flag in BOOLEAN_FLAGS:
+                if not isinstance(value, bool):
+                    p.error(f"{where}: '{key}' is true or false, found {value!r}")
+                argv += [f"--{flag}"] if value else []
+                continue
             argv += [f"--{flag}", str(value)]
         args = p.parse_args(argv)
         check_stage(p, args, where)
@@ -402,10 +442,13 @@ def resolve_stages(p, cli, recipe):
     return stages
 
 
-def fingerprint(previous, stage, args, tokenizer_digest):
-    """What a stage's weights depend on: its settings, the tokenizer and the stage before it."""
+def fingerprint(p, previous, stage, args, tokenizer_digest):
+    """What a stage's weights depend on: its settings, the tokenizer and the stage before it.
+    Only settings away from their defaults count, so a flag added to this script later (with a
+    default that keeps the old behaviour) leaves finished stages valid."""
     settings = {k: v for k, v in vars(args).items()
-                if k not in ("tokenizer", "threads", "recipe", "out", "save", "init")}
+                if k not in ("tokenizer", "threads", "recipe", "out", "save", "init")
+                and v != p.get_default(k)}
     return hashlib.sha256(json.dumps([previous, stage, settings, tokenizer_digest],
                                      sort_keys=True).encode()).hexdigest()
 
@@ -434,7 +477,7 @@ def run_recipe(p, cli):
     stale = False
     for index, (stage, args) in enumerate(stages):
         stage_dir = os.path.join(out, "stages", f"{index + 1:02d}-{stage['name']}")
-        print_ = fingerprint(previous_print, stage, args, tokenizer_digest)
+        print_ = fingerprint(p, previous_print, stage, args, tokenizer_digest)
         done = os.path.join(stage_dir, "stage.json")
         record = None
         if not stale and os.path.exists(done):
@@ -471,6 +514,11 @@ def run_recipe(p, cli):
     shutil.rmtree(final + ".tmp", ignore_errors=True)
     shutil.copytree(previous, final + ".tmp", ignore=shutil.ignore_patterns("stage.json"))
     shutil.copy(cli.tokenizer, os.path.join(final + ".tmp", "tokenizer.model"))
+    if stages[-1][1].no_bos:
+        # A base trained without BOS is prompted without one: retain (and transformers 5) read
+        # add_bos_token from tokenizer_config.json beside a lone tokenizer.model.
+        with open(os.path.join(final + ".tmp", "tokenizer_config.json"), "w") as f:
+            json.dump({"add_bos_token": False, "add_eos_token": False}, f, indent=1)
     digest = sha256(os.path.join(final + ".tmp", "model.safetensors"))
     with open(os.path.join(final + ".tmp", "base.json"), "w") as f:
         json.dump({"recipe": cli.recipe, "sha256": digest, "tokenizer-sha256": tokenizer_digest,

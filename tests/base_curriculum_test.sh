@@ -12,17 +12,24 @@ script="$src/scripts/base_curriculum.py"
 "$retain" synth --config "$src/recipes/demo/base-data.yaml" --train-count 3000 \
   --heldout-questions 2 --heldout-words 60 --out run/data > synth.log 2>&1 ||
   { cat synth.log; exit 1; }
+# Every task's documents for the second stage's mix and per-task scores (base-mix.yaml, smaller).
+for part in "mix 2" "mix-eval 3"; do
+  set -- $part
+  "$retain" synth --config "$src/recipes/demo/base-mix.yaml" --seed "$2" --train-count 8 \
+    --train-words 20:40 --out "run/$1" > synth.log 2>&1 || { cat synth.log; exit 1; }
+done
 cat > recipe.yaml <<'EOF'
 seed: 0
 model: {layers: 2, hidden: 32, heads: 2, kv-heads: 1, head-dim: 16}
 stages:
   - {name: pairs, format: pairs, periodic: 0.5, seq: 48, batch: 4, steps: 6, eval-every: 3}
-  - {name: filler, format: template, facts: "2:3", questions: 2, filler: 2, filler-from: data/train.jsonl, seq: 96, batch: 4, steps: 4, eval-every: 2}
+  - {name: filler, format: template, no-bos: true, facts: "2:3", questions: 2, filler: 2, filler-from: data/train.jsonl, mix: 0.5, data: mix/train.jsonl, eval-data: mix-eval/train.jsonl, seq: 160, batch: 4, steps: 4, eval-every: 2}
 EOF
 run=("$python" "$script" --recipe recipe.yaml --tokenizer run/data/tokenizer.model --out run
   --threads 1)
 "${run[@]}" > first.log 2>&1 || { cat first.log; exit 1; }
 for f in model/config.json model/model.safetensors model/tokenizer.model model/base.json \
+  model/tokenizer_config.json \
   stages/01-pairs/stage.json stages/02-filler/stage.json; do
   [ -s "run/$f" ] || { echo "FAIL missing run/$f"; cat first.log; exit 1; }
 done
@@ -40,9 +47,15 @@ assert steps == [[0, 3, 6], [0, 2, 4]], steps
 for s in base["stages"]:
     for h in s["history"]:
         assert 0.0 <= h["all"] <= 1.0, h
+# The mixed stage is scored per task on --eval-data besides its own layout.
+assert set(base["stages"][1]["history"][-1]) == {"step", "all", "kv", "vars", "needle", "multi"}, \
+    base["stages"][1]["history"][-1]
+# The last stage ran without BOS, so the base is prompted without one.
+assert json.load(open(f"{run}/model/tokenizer_config.json"))["add_bos_token"] is False
 config = json.load(open(f"{run}/model/config.json"))
 assert config["num_hidden_layers"] == 2 and config["hidden_size"] == 32, config
-print("ok   two stages trained; base.json holds their scores and the weights' and tokenizer's sha256")
+print("ok   two stages trained (the second mixed and without BOS); base.json holds their scores and "
+      "the weights' and tokenizer's sha256")
 PY
 sha_first=$(sha256sum run/model/model.safetensors | cut -d' ' -f1)
 "${run[@]}" > again.log 2>&1 || { cat again.log; exit 1; }
@@ -84,6 +97,11 @@ sed 's/facts: "2:3"/facts: 2:3/' recipe.yaml > bad2.yaml  # YAML reads 2:3 as 12
 expect_error "stage 2 (filler): facts must be a quoted" bad2.yaml
 sed 's/steps: 4,/steps: 4, hidden: 64,/' recipe.yaml > bad3.yaml
 expect_error "'hidden' belongs in the recipe's \`model\` map" bad3.yaml
+sed 's/no-bos: true/no-bos: 1/' recipe.yaml > bad4.yaml
+expect_error "'no-bos' is true or false, found 1" bad4.yaml
+sed 's/mix: 0.5, data: mix\/train.jsonl, //' recipe.yaml > bad5.yaml
+sed -i 's/eval-every: 2}/eval-every: 2, mix: 0.5}/' bad5.yaml
+expect_error "stage 2 (filler): --mix F (0 to 1) and --data go together" bad5.yaml
 # A tokenizer without the template's pieces (no --tokenizer-pieces) cannot run the offsets layout.
 "$retain" synth --train-tasks multi,needle --train-count 3000 --train-words 10:60 \
   --key-chars 2 --key-alphabet bcdfghjklmnpqrst --value-digits 2 --vocab-size 1024 \
@@ -107,7 +125,7 @@ args = p.parse_args(["--tokenizer", sys.argv[2], "--format", "template", "--fact
                      "--questions", "2", "--filler", "2", "--filler-from", "run/" + sys.argv[3],
                      "--seq", "256"])
 sp = spm.SentencePieceProcessor(model_file=args.tokenizer)
-ids, mask, _ = bc.Documents(args, sp).make(random.Random(5), 0.0)
+ids, mask, _ = bc.Documents(args, sp).make(random.Random(5), 0.0, 0.0)
 open("template_ids.txt", "w").write(",".join(map(str, ids)))
 text = sp.decode(ids[1:])
 open("template.txt", "w").write(text)
@@ -115,10 +133,17 @@ open("template.txt", "w").write(text)
 # turns with no space before a newline (encoding questions apart once put a "▁" there).
 assert ids[0] == sp.bos_id() and "\n\nQuestion: What is the value of key " in text, text
 assert " \n" not in text and text.count("\nQuestion: ") == 2, text
-assert sum(mask) == 2 and all(ids[i - 1] == sp.piece_to_id("?\nAnswer:") for i, m in enumerate(mask) if m)
+# Each answer is labelled, scored at its first token (ANSWER), and trained to end: the first
+# answer's next token ("\nQuestion:") holds a newline (ANSWER_END); the last ends the document.
+answers = [i for i, m in enumerate(mask) if m == bc.ANSWER]
+ends = [i for i, m in enumerate(mask) if m == bc.ANSWER_END]
+assert len(answers) == 2 and all(ids[i - 1] == sp.piece_to_id("?\nAnswer:") for i in answers), mask
+assert ends == [answers[0] + 1] and sp.id_to_piece(ids[ends[0]]) == "\nQuestion:", (ends, answers)
+assert set(mask) == {0, bc.ANSWER, bc.ANSWER_END}
 args.no_bos = True
-plain, plain_mask, _ = bc.Documents(args, sp).make(random.Random(5), 0.0)
+plain, plain_mask, _ = bc.Documents(args, sp).make(random.Random(5), 0.0, 0.0)
 assert plain == ids[1:] and plain_mask == mask[1:], "--no-bos changed more than the BOS"
+open("plain_ids.txt", "w").write(",".join(map(str, plain)))
 small = p.parse_args(["--tokenizer", sys.argv[2], "--hidden", "32", "--heads", "2", "--kv-heads",
                       "1", "--head-dim", "16"])
 model = bc.new_model(small, sp.get_piece_size()).eval()
@@ -133,9 +158,15 @@ assert lrs[0] == 1 / 50 and lrs[49] == 1.0 and lrs[799] == 1.0 and abs(lrs[999] 
 print("ok")
 PY
   { echo "FAIL"; cat pieces.py.log; exit 1; }
-# retain's own ids for the document's text (BOS + text, as eval and prep read it).
-"$retain" tokenize --model run/model --file template.txt --no-chat | grep -o '^[0-9]*' |
-  paste -sd, > retain_ids.txt
-[ "$(cat retain_ids.txt)" = "$(cat template_ids.txt)" ] ||
-  { echo "FAIL template ids differ from retain's:"; cat template_ids.txt retain_ids.txt; exit 1; }
-echo "ok   template documents are retain's token ids; --no-bos, grow and the lr schedule hold"
+# retain's own ids for the document's text, as eval and prep read it: BOS + text for a tokenizer
+# alone, the text alone beside the tokenizer_config.json the no-BOS base carries.
+mkdir -p withbos && cp run/model/tokenizer.model run/model/config.json withbos/
+for case in "withbos template_ids.txt" "run/model plain_ids.txt"; do
+  set -- $case
+  "$retain" tokenize --model "$1" --file template.txt --no-chat | grep -o '^[0-9]*' |
+    paste -sd, > retain_ids.txt
+  [ "$(cat retain_ids.txt)" = "$(cat "$2")" ] ||
+    { echo "FAIL $2 differ from retain's ids ($1):"; cat "$2" retain_ids.txt; exit 1; }
+done
+echo "ok   template documents are retain's token ids (with BOS, and without beside add_bos_token" \
+  "false); answer labels, --no-bos, grow and the lr schedule hold"
