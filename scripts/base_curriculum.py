@@ -129,7 +129,10 @@ class Documents:
         n = rng.randint(*parse_range(self.args.facts))
         keys = rng.sample(range(len(KEYS)), n)
         values = [rng.choice(VALUES) for _ in keys]
-        asked = [rng.randrange(n) for _ in range(self.args.questions)]
+        if self.args.distinct_questions:
+            asked = rng.sample(range(n), min(n, self.args.questions))
+        else:
+            asked = [rng.randrange(n) for _ in range(self.args.questions)]
         if self.args.format in ("pairs", "offsets"):
             fact_sep = [self.piece(":▁value")] if self.args.format == "offsets" else []
             question_sep = [self.answer] if self.args.format == "offsets" else []
@@ -326,6 +329,10 @@ def stage_parser():
     p.add_argument("--facts", default="2:6", help="facts per document, N or MIN:MAX")
     p.add_argument("--questions", type=int, default=6, help="questions per document (keys drawn "
                    "with replacement: no answer by elimination)")
+    p.add_argument("--distinct-questions", action="store_true", help="each question asks another "
+                   "fact (at most --facts questions): a repeated question is answered by copying "
+                   "the earlier answer, a shortcut in the question's own layout that half the "
+                   "labels then teach instead of the lookup in the facts")
     p.add_argument("--filler", type=int, default=0, help="at most N filler sentences (template)")
     p.add_argument("--filler-from", help="a synth train.jsonl to take the filler sentences from")
     p.add_argument("--periodic", type=float, default=0.0, help="share of periodic documents")
@@ -390,7 +397,9 @@ def sha256(path):
 
 
 MODEL_KEYS = ("layers", "hidden", "heads", "kv-heads", "head-dim")
-BOOLEAN_FLAGS = ("no-bos",)
+BOOLEAN_FLAGS = ("no-bos", "distinct-questions")
+# A committed base's sums (scripts/check_demo_base.sh checks them before the demo reads the base).
+SUM_KEYS = ("sha256", "tokenizer-sha256", "tokenizer-config-sha256")
 
 
 def resolve_stages(p, cli, recipe):
@@ -465,10 +474,10 @@ def run_recipe(p, cli):
     if not isinstance(recipe, dict) or not isinstance(recipe.get("stages"), list) \
             or not recipe["stages"]:
         p.error(f"{cli.recipe}: expected a map with a non-empty list `stages`")
-    unknown = set(recipe) - {"model", "seed", "stages", "sha256", "tokenizer-sha256"}
+    unknown = set(recipe) - {"model", "seed", "stages", *SUM_KEYS}
     if unknown:
         p.error(f"{cli.recipe}: unknown keys {sorted(unknown)} (expected model, seed, stages, "
-                "sha256, tokenizer-sha256)")
+                f"{', '.join(SUM_KEYS)})")
     stages = resolve_stages(p, cli, recipe)
     out = cli.out
     os.makedirs(os.path.join(out, "stages"), exist_ok=True)
@@ -520,9 +529,12 @@ def run_recipe(p, cli):
         with open(os.path.join(final + ".tmp", "tokenizer_config.json"), "w") as f:
             json.dump({"add_bos_token": False, "add_eos_token": False}, f, indent=1)
     digest = sha256(os.path.join(final + ".tmp", "model.safetensors"))
+    sums = {"sha256": digest, "tokenizer-sha256": tokenizer_digest}
+    if stages[-1][1].no_bos:
+        sums["tokenizer-config-sha256"] = sha256(os.path.join(final + ".tmp",
+                                                              "tokenizer_config.json"))
     with open(os.path.join(final + ".tmp", "base.json"), "w") as f:
-        json.dump({"recipe": cli.recipe, "sha256": digest, "tokenizer-sha256": tokenizer_digest,
-                   "stages": summary}, f, indent=1)
+        json.dump({"recipe": cli.recipe, **sums, "stages": summary}, f, indent=1)
     shutil.rmtree(final, ignore_errors=True)
     os.replace(final + ".tmp", final)
     print(f"wrote {final}: model.safetensors sha256 {digest}, tokenizer.model sha256 "

@@ -52,6 +52,8 @@ assert set(base["stages"][1]["history"][-1]) == {"step", "all", "kv", "vars", "n
     base["stages"][1]["history"][-1]
 # The last stage ran without BOS, so the base is prompted without one.
 assert json.load(open(f"{run}/model/tokenizer_config.json"))["add_bos_token"] is False
+config_sum = hashlib.sha256(open(f"{run}/model/tokenizer_config.json", "rb").read()).hexdigest()
+assert base["tokenizer-config-sha256"] == config_sum, (base["tokenizer-config-sha256"], config_sum)
 config = json.load(open(f"{run}/model/config.json"))
 assert config["num_hidden_layers"] == 2 and config["hidden_size"] == 32, config
 print("ok   two stages trained (the second mixed and without BOS); base.json holds their scores and "
@@ -144,6 +146,12 @@ args.no_bos = True
 plain, plain_mask, _ = bc.Documents(args, sp).make(random.Random(5), 0.0, 0.0)
 assert plain == ids[1:] and plain_mask == mask[1:], "--no-bos changed more than the BOS"
 open("plain_ids.txt", "w").write(",".join(map(str, plain)))
+# --distinct-questions: each question another fact, as many as there are facts at most.
+args.distinct_questions, args.questions, args.facts = True, 5, "3"
+for seed in range(20):
+    doc, labels, _ = bc.Documents(args, sp).make(random.Random(seed), 0.0, 0.0)
+    asked = [doc[i - 2] for i, m in enumerate(labels) if m == bc.ANSWER]  # "hj ?\nAnswer: 79"
+    assert len(asked) == 3 and len(set(asked)) == 3, [sp.id_to_piece(k) for k in asked]
 small = p.parse_args(["--tokenizer", sys.argv[2], "--hidden", "32", "--heads", "2", "--kv-heads",
                       "1", "--head-dim", "16"])
 model = bc.new_model(small, sp.get_piece_size()).eval()
@@ -169,4 +177,4 @@ for case in "withbos template_ids.txt" "run/model plain_ids.txt"; do
     { echo "FAIL $2 differ from retain's ids ($1):"; cat "$2" retain_ids.txt; exit 1; }
 done
 echo "ok   template documents are retain's token ids (with BOS, and without beside add_bos_token" \
-  "false); answer labels, --no-bos, grow and the lr schedule hold"
+  "false); answer labels, distinct questions, --no-bos, grow and the lr schedule hold"
