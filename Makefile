@@ -28,19 +28,17 @@ TEST_THREADS ?= $(shell n=$$(( $$(nproc) / $(JOBS) )); [ $$n -ge 1 ] && echo $$n
 test: build
 	cd $(BUILD) && OMP_NUM_THREADS=$(TEST_THREADS) ctest --output-on-failure -j $(JOBS)
 
-# `make demo`: the whole method on a tiny model trained here from nothing (README, "The demo").
-# Each step is one `retain` command reading its recipe in $(DEMO_RECIPES); the rules only chain
-# them. A step whose output exists is skipped (delete the output to redo it); a killed training
-# resumes from its last checkpoint. The *_FLAGS variables append flags or key=value overrides to
-# one step (tests/demo_test.sh runs a reduced demo through them).
+# `make demo`: the whole method on a tiny model (README, "The demo"): gates trained on the
+# committed base in $(DEMO_BASE), then every policy evaluated. Each step is one `retain` command
+# reading its recipe in $(DEMO_RECIPES); the rules only chain them. A step whose output exists is
+# skipped (delete the output to redo it); a killed training resumes from its last checkpoint. The
+# *_FLAGS variables append flags or key=value overrides to one step (tests/demo_test.sh runs a
+# reduced demo through them).
 DEMO ?= runs/demo
 DEMO_RECIPES ?= recipes/demo
+DEMO_BASE ?= $(DEMO_RECIPES)/base
 RETAIN ?= $(BUILD)/retain
 SYNTH_FLAGS ?=
-SYNTH_LONG_FLAGS ?=
-INIT_FLAGS ?=
-BASE_FLAGS ?=
-BASE_LONG_FLAGS ?=
 GATES_FLAGS ?=
 EVAL_FLAGS ?=
 
@@ -49,40 +47,26 @@ demo: build
 
 demo-steps: $(DEMO)/trimkv.safetensors $(DEMO)/dbtrimkv.safetensors $(DEMO)/locret.safetensors \
   $(DEMO)/kvzap.safetensors
-	$(RETAIN) eval synthetic --config $(DEMO_RECIPES)/eval.yaml --model $(DEMO)/model \
+	$(RETAIN) eval synthetic --config $(DEMO_RECIPES)/eval.yaml --model $(DEMO_BASE) \
 	  --data $(DEMO)/data/heldout.jsonl --gates-dir $(DEMO) --out $(DEMO) $(EVAL_FLAGS)
+
+# The base's weights and tokenizer are the ones its curriculum recipe names (sha256,
+# tokenizer-sha256): an edited or half-copied base stops the demo here, before anything reads it.
+# Another base (DEMO_BASE=DIR) brings its own sums: DEMO_BASE_SUMS=DIR/base.json.
+DEMO_BASE_SUMS ?= $(DEMO_RECIPES)/base-curriculum.yaml
+$(DEMO)/base.sha256: $(wildcard $(DEMO_BASE)/*) $(DEMO_BASE_SUMS)
+	@bash scripts/check_demo_base.sh $(DEMO_BASE) $(DEMO_BASE_SUMS) $@
 
 $(DEMO)/data/synth.json:
 	$(RETAIN) synth --config $(DEMO_RECIPES)/data.yaml --out $(DEMO)/data $(SYNTH_FLAGS)
 
-$(DEMO)/data-long/synth.json:
-	$(RETAIN) synth --config $(DEMO_RECIPES)/data-long.yaml --out $(DEMO)/data-long $(SYNTH_LONG_FLAGS)
-
-$(DEMO)/init/config.json: $(DEMO)/data/synth.json
-	$(RETAIN) init-model --config $(DEMO_RECIPES)/model.yaml \
-	  --tokenizer $(DEMO)/data/tokenizer.model --out $(DEMO)/init $(INIT_FLAGS)
-
-$(DEMO)/shards/prep.json: $(DEMO)/init/config.json
-	$(RETAIN) prep --config $(DEMO_RECIPES)/prep.yaml --tokenizer $(DEMO)/init \
+$(DEMO)/shards/prep.json: $(DEMO)/base.sha256 $(DEMO)/data/synth.json
+	$(RETAIN) prep --config $(DEMO_RECIPES)/prep.yaml --tokenizer $(DEMO_BASE) \
 	  --input $(DEMO)/data/train.jsonl --out $(DEMO)/shards
 
-$(DEMO)/shards-long/prep.json: $(DEMO)/init/config.json $(DEMO)/data-long/synth.json
-	$(RETAIN) prep --config $(DEMO_RECIPES)/prep.yaml --tokenizer $(DEMO)/init \
-	  --input $(DEMO)/data-long/train.jsonl --out $(DEMO)/shards-long
-
-$(DEMO)/model-short/config.json: $(DEMO)/shards/prep.json
-	$(RETAIN) train $(DEMO_RECIPES)/base.yaml run.dir=$(DEMO)/base-run \
-	  model.path=$(DEMO)/init data.shards=$(DEMO)/shards $(BASE_FLAGS)
-	$(RETAIN) export $(DEMO)/base-run --out $(DEMO)/model-short
-
-$(DEMO)/model/config.json: $(DEMO)/model-short/config.json $(DEMO)/shards-long/prep.json
-	$(RETAIN) train $(DEMO_RECIPES)/base-long.yaml run.dir=$(DEMO)/base-long-run \
-	  model.path=$(DEMO)/model-short data.shards=$(DEMO)/shards-long $(BASE_LONG_FLAGS)
-	$(RETAIN) export $(DEMO)/base-long-run --out $(DEMO)/model
-
-$(DEMO)/%.safetensors: $(DEMO)/model/config.json
+$(DEMO)/%.safetensors: $(DEMO)/shards/prep.json
 	$(RETAIN) train $(DEMO_RECIPES)/$*.yaml run.dir=$(DEMO)/$*-run \
-	  model.path=$(DEMO)/model data.shards=$(DEMO)/shards-long $(GATES_FLAGS)
+	  model.path=$(DEMO_BASE) data.shards=$(DEMO)/shards $(GATES_FLAGS)
 	$(RETAIN) export $(DEMO)/$*-run --out $@
 
 # `make demo-base`: a base for the demo trained from nothing by the curriculum in
@@ -99,7 +83,16 @@ demo-base: build
 $(DEMO_BASE_RUN)/data/synth.json:
 	$(RETAIN) synth --config $(DEMO_RECIPES)/base-data.yaml --out $(DEMO_BASE_RUN)/data
 
+# Every task's documents for the late stages' mix, and another seed of them scored per task.
+$(DEMO_BASE_RUN)/mix/synth.json:
+	$(RETAIN) synth --config $(DEMO_RECIPES)/base-mix.yaml --out $(DEMO_BASE_RUN)/mix
+
+$(DEMO_BASE_RUN)/mix-eval/synth.json:
+	$(RETAIN) synth --config $(DEMO_RECIPES)/base-mix.yaml --seed 3 --train-count 32,32 \
+	  --train-words 20:150,300:750 --out $(DEMO_BASE_RUN)/mix-eval
+
 $(DEMO_BASE_RUN)/model/base.json: $(DEMO_BASE_RUN)/data/synth.json \
+  $(DEMO_BASE_RUN)/mix/synth.json $(DEMO_BASE_RUN)/mix-eval/synth.json \
   $(DEMO_RECIPES)/base-curriculum.yaml scripts/base_curriculum.py
 	$(PYTHON) scripts/base_curriculum.py --recipe $(DEMO_RECIPES)/base-curriculum.yaml \
 	  --tokenizer $(DEMO_BASE_RUN)/data/tokenizer.model --out $(DEMO_BASE_RUN)

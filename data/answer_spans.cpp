@@ -7,16 +7,26 @@
 namespace retain {
 
 std::vector<uint8_t> answer_span_mask(const std::string& text, const Json& spans,
-                                      size_t token_count, const Tokenizer& tokenizer,
+                                      const std::vector<int64_t>& ids, const Tokenizer& tokenizer,
                                       const std::string& where, const std::string& field) {
   RETAIN_CHECK(spans.is_array(), where, ": field '", field,
                "' must be an array of [begin, end] byte ranges");
-  std::vector<uint8_t> mask(token_count, 0);
+  std::vector<uint8_t> mask(ids.size(), 0);
   const auto size = static_cast<int64_t>(text.size());
   int64_t last_end = 0;
+  // The tokens of `ids` that start before byte `bytes`: those the encoding of the text up to there
+  // shares with `ids` (its common prefix), plus the one that crosses the boundary, if any (the
+  // cut text then encodes to more than that prefix). Counting the cut text's tokens instead fails
+  // where a piece crosses the boundary ("?\nAnswer:" over a span that starts at its ':'): cut, it
+  // encodes to several pieces, which once left every such span empty.
   auto tokens_before = [&](int64_t bytes) {
-    return std::min(token_count,
-                    tokenizer.encode_prompt(text.substr(0, static_cast<size_t>(bytes))).size());
+    const auto prefix = tokenizer.encode_prompt(text.substr(0, static_cast<size_t>(bytes)));
+    const size_t n = std::min(prefix.size(), ids.size());
+    const auto shared = static_cast<size_t>(
+        std::mismatch(prefix.begin(), prefix.begin() + static_cast<std::ptrdiff_t>(n), ids.begin())
+            .first -
+        prefix.begin());
+    return std::min(ids.size(), shared + (prefix.size() > shared ? 1 : 0));
   };
   for (const auto& span : spans) {
     RETAIN_CHECK(span.is_array() && span.size() == 2 && span[0].is_number_integer() &&

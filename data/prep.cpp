@@ -231,7 +231,7 @@ Document chat_document(const Json& line, const ChatTemplate& tmpl, const Tokeniz
 Document spans_document(const std::string& text, const Json& spans, const Tokenizer& tokenizer,
                         const std::string& where, const std::string& field) {
   Document doc{tokenizer.encode_with_special_tokens(text), {}};
-  doc.mask = answer_span_mask(text, spans, doc.ids.size(), tokenizer, where, field);
+  doc.mask = answer_span_mask(text, spans, doc.ids, tokenizer, where, field);
   const bool ends_in_span =
       !spans.empty() && spans.back()[1].get<int64_t>() == static_cast<int64_t>(text.size());
   if (end_with_eos(doc, tokenizer, /*masked=*/true))

@@ -47,7 +47,7 @@ std::vector<PplDocument> load_documents(const PplCommandOptions& o, const Tokeni
       RETAIN_CHECK(j.contains(o.score_spans), where, ": field '", o.score_spans,
                    "' (--score-spans) is missing");
       doc.scored =
-          answer_span_mask(text, j[o.score_spans], doc.ids.size(), tokenizer, where, o.score_spans);
+          answer_span_mask(text, j[o.score_spans], doc.ids, tokenizer, where, o.score_spans);
     }
     docs.push_back(std::move(doc));
   }

@@ -31,7 +31,7 @@ PYTHONPATH (its transformers then also runs the hf peer; the versions are printe
       'tokenizers>=0.22,<0.23' 'huggingface_hub>=1.3,<2' httpx httpcore anyio sniffio h11 certifi \\
       idna cachetools fire termcolor protobuf requests urllib3 charset_normalizer hf_xet
   PYTHONPATH=/tmp/kvpress-peer python scripts/peers/bench_decode.py --retain build/retain \\
-      --model runs/demo/model --batch 4 --context 2048 --new-tokens 128 --budget 256 --threads 2
+      --model recipes/demo/base --batch 4 --context 2048 --new-tokens 128 --budget 256 --threads 2
 Without kvpress, `--peers hf` runs with the venv's transformers alone.
 """
 import argparse

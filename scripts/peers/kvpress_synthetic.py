@@ -16,9 +16,9 @@ Install kvpress outside the project's venv (it needs transformers < 5.3):
   pip install --target /tmp/kvpress-peer --no-deps kvpress==0.5.5 transformers==5.2.0 \\
       'tokenizers>=0.22,<0.23' huggingface_hub httpx httpcore anyio sniffio h11 certifi idna \\
       cachetools fire termcolor protobuf requests urllib3 charset_normalizer hf_xet
-  retain eval synthetic --config recipes/demo/eval.yaml --model runs/demo/model \\
+  retain eval synthetic --config recipes/demo/eval.yaml --model recipes/demo/base \\
       --data runs/demo/data/heldout.jsonl --gates-dir runs/demo --out runs/keep --question-mode keep
-  PYTHONPATH=/tmp/kvpress-peer python scripts/peers/kvpress_synthetic.py --model runs/demo/model \\
+  PYTHONPATH=/tmp/kvpress-peer python scripts/peers/kvpress_synthetic.py --model recipes/demo/base \\
       --data runs/demo/data/heldout.jsonl --retain runs/keep/predictions.jsonl
 """
 import argparse

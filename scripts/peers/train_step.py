@@ -17,7 +17,7 @@ with SDPA and the bias as an explicit (B, H, T, T) mask (what flex's unfused pat
 too); on a GPU, if compiling fails, it says so and falls back to uncompiled flex, then to that.
 Model load and compilation are not timed (the first --warmup steps absorb them).
 
-  python scripts/peers/train_step.py --retain build/retain --model runs/demo/model --seq 1024
+  python scripts/peers/train_step.py --retain build/retain --model recipes/demo/base --seq 1024
 """
 import argparse
 import json
