@@ -69,13 +69,13 @@ $(DEMO)/%.safetensors: $(DEMO)/shards/prep.json
 	  model.path=$(DEMO_BASE) data.shards=$(DEMO)/shards $(GATES_FLAGS)
 	$(RETAIN) export $(DEMO)/$*-run --out $@
 
-# `make demo-base`: a base for the demo trained from nothing by the curriculum in
-# $(DEMO_RECIPES)/base-curriculum.yaml (docs/demo-base.md; ~1 h on 2 CPU cores). It writes
-# $(DEMO_BASE_RUN)/model/ (an HF Llama checkpoint, its tokenizer, and base.json with every stage's
-# scores and the sha256 of the weights and tokenizer) and scores it with its full cache on the
-# demo's held-out tasks; finished stages are skipped on a re-run (base_curriculum.py fingerprints
-# them). `make demo` does not use it yet: no run of the curriculum has beaten the demo's own
-# pretraining (docs/demo-base.md).
+# `make demo-base`: the demo's base from nothing, by the curriculum in
+# $(DEMO_RECIPES)/base-curriculum.yaml (docs/demo-base.md; ~70 min on 2 CPU cores). It writes
+# $(DEMO_BASE_RUN)/model/ (an HF Llama checkpoint, its tokenizer and tokenizer_config.json, and
+# base.json with every stage's scores and the three sha256) and scores it with its full cache on
+# the demo's held-out tasks; finished stages are skipped on a re-run (base_curriculum.py
+# fingerprints them). To make it the demo's base, copy its model/ files into $(DEMO_RECIPES)/base/
+# and its three sums into the recipe.
 DEMO_BASE_RUN ?= runs/demo-base
 demo-base: build
 	@$(MAKE) --no-print-directory $(DEMO_BASE_RUN)/eval/scores.json

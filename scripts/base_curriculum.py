@@ -57,7 +57,9 @@ KEYS = [a + b for a in KEY_ALPHABET for b in KEY_ALPHABET]
 VALUES = range(10, 100)  # 2-digit values, one token each in the demo's tokenizers
 
 
-ANSWER, ANSWER_END = 1, 2  # label kinds: an answer's first token (scored), the tokens ending it
+# Label kinds: an answer's first token (scored), the tokens that end it, any other token of a
+# document (trained only under --lm-weight). 0: padding, and a document's first token.
+ANSWER, ANSWER_END, TEXT = 1, 2, 3
 
 
 def parse_range(text):
@@ -74,8 +76,8 @@ class Documents:
         if not args.no_bos and sp.bos_id() < 0:
             raise SystemExit(f"{args.tokenizer}: no BOS piece (retain starts every prompt with one)")
         self.start = [] if args.no_bos else [sp.bos_id()]
-        self.answer = self.piece("?\nAnswer:") if args.format in ("offsets", "template", "jsonl") \
-            else None
+        self.answer = self.piece("?\nAnswer:") \
+            if args.format in ("offsets", "template", "jsonl") or args.data else None
         self.filler = []
         if args.filler:
             with open(args.filler_from) as f:
@@ -181,7 +183,9 @@ class Documents:
         for row, (doc, mask) in enumerate(docs):
             doc, mask = doc[: self.args.seq], mask[: self.args.seq]
             ids[row, : len(doc)] = torch.tensor(doc)
-            labels[row, : len(mask)] = torch.tensor(mask, dtype=torch.int8)
+            kinds = torch.tensor(mask, dtype=torch.int8)
+            labels[row, 1: len(doc)] = TEXT
+            labels[row, : len(mask)] = torch.where(kinds > 0, kinds, labels[row, : len(mask)])
         return ids, labels
 
     def batch(self, rng, size, periodic_share, mix_share):
@@ -301,12 +305,17 @@ def train_stage(args, model=None, progress=False):
         for group in opt.param_groups:
             group["lr"] = learning_rate(args, step)
         ids, labels, _ = docs.batch(rng, args.batch, args.periodic, args.mix)
-        mask = labels[:, 1:] > 0
+        kinds = labels[:, 1:]
+        mask = (kinds == ANSWER) | (kinds == ANSWER_END)
         if not mask.any():
             raise SystemExit(f"step {step}: no answer within --seq {args.seq} tokens in a whole "
                              "batch; raise --seq")
         logits = model(ids).logits[:, :-1]
         loss = torch.nn.functional.cross_entropy(logits[mask], ids[:, 1:][mask])
+        if args.lm_weight:
+            text = kinds > 0
+            loss = loss + args.lm_weight * torch.nn.functional.cross_entropy(logits[text],
+                                                                             ids[:, 1:][text])
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -322,7 +331,8 @@ def stage_parser():
     p.add_argument("--tokenizer", help="the demo's SentencePiece tokenizer.model")
     p.add_argument("--format", choices=["template", "pairs", "offsets", "jsonl"],
                    default="template")
-    p.add_argument("--data", help="--format jsonl: a synth train.jsonl to train on")
+    p.add_argument("--data", help="a synth train.jsonl to train on (--format jsonl, or a --mix "
+                   "share of another format's documents)")
     p.add_argument("--eval-data", help="a synth train.jsonl (another --seed) to score per task")
     p.add_argument("--mix", type=float, default=0.0, help="share of documents drawn from --data "
                    "(a synth train.jsonl) in a template, pairs or offsets stage")
@@ -340,6 +350,9 @@ def stage_parser():
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--steps", type=int, default=3000)
+    p.add_argument("--lm-weight", type=float, default=0.0, help="add W x the next-token loss "
+                   "over every token of the documents (a base that is also a language model on its "
+                   "text: the gates' loss preserves its predictions everywhere)")
     p.add_argument("--cooldown", type=float, default=0.0, help="decay the learning rate linearly "
                    "to a tenth over this fraction of the last steps")
     p.add_argument("--eval-every", type=int, default=250)

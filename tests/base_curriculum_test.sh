@@ -23,7 +23,7 @@ seed: 0
 model: {layers: 2, hidden: 32, heads: 2, kv-heads: 1, head-dim: 16}
 stages:
   - {name: pairs, format: pairs, periodic: 0.5, seq: 48, batch: 4, steps: 6, eval-every: 3}
-  - {name: filler, format: template, no-bos: true, facts: "2:3", questions: 2, filler: 2, filler-from: data/train.jsonl, mix: 0.5, data: mix/train.jsonl, eval-data: mix-eval/train.jsonl, seq: 160, batch: 4, steps: 4, eval-every: 2}
+  - {name: filler, format: template, no-bos: true, facts: "2:3", questions: 2, filler: 2, filler-from: data/train.jsonl, mix: 0.5, data: mix/train.jsonl, eval-data: mix-eval/train.jsonl, lm-weight: 0.5, seq: 160, batch: 4, steps: 4, eval-every: 2}
 EOF
 run=("$python" "$script" --recipe recipe.yaml --tokenizer run/data/tokenizer.model --out run
   --threads 1)
@@ -142,6 +142,12 @@ ends = [i for i, m in enumerate(mask) if m == bc.ANSWER_END]
 assert len(answers) == 2 and all(ids[i - 1] == sp.piece_to_id("?\nAnswer:") for i in answers), mask
 assert ends == [answers[0] + 1] and sp.id_to_piece(ids[ends[0]]) == "\nQuestion:", (ends, answers)
 assert set(mask) == {0, bc.ANSWER, bc.ANSWER_END}
+# Rows: every token after the first is labelled (TEXT where it is not an answer, for --lm-weight),
+# padding is not.
+_, row_labels = bc.Documents(args, sp).rows([(ids, mask)])
+row = row_labels[0].tolist()
+assert row[0] == 0 and row[len(ids):] == [0] * (256 - len(ids)), row
+assert all(r == (m or bc.TEXT) for r, m in zip(row[1:len(ids)], mask[1:])), (row, mask)
 args.no_bos = True
 plain, plain_mask, _ = bc.Documents(args, sp).make(random.Random(5), 0.0, 0.0)
 assert plain == ids[1:] and plain_mask == mask[1:], "--no-bos changed more than the BOS"
