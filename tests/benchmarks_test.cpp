@@ -17,6 +17,7 @@
 #include "eval/budgeted_cache.h"
 #include "eval/cache_factory.h"
 #include "eval/perplexity.h"
+#include "eval/run_inputs.h"
 #include "eval/sweep.h"
 #include "eviction_fixtures.h"
 #include "model/decoder.h"
@@ -44,6 +45,53 @@ TEST(PredictionLog, ResumesFromWholeLinesAndDropsATornLastOne) {
     log.append({{"id", "c"}});
   }
   EXPECT_EQ(read_text_file(path), "{\"id\": \"a\"}\n{\"id\": \"b\"}\n{\"id\":\"c\"}\n");
+}
+
+// A resumed sweep reuses predictions only while the model, data, options and each policy's gates
+// are those they were made with: a base retrained in place (same path) must not leave the old
+// model's answers among the new ones. Adding a policy or budget still resumes.
+TEST(SweepInputs, ResumingWithChangedModelDataOptionsOrGatesIsRefused) {
+  testing::TempDir dir;
+  const fs::path model = dir / "model", out = dir / "run";
+  fs::create_directories(model);
+  fs::create_directories(out);
+  write_text_file_atomic(model / "model.safetensors", "weights v1");
+  write_text_file_atomic(dir / "data.jsonl", "{}\n");
+  write_text_file_atomic(dir / "g.safetensors", "gates v1");
+  const Json config = {{"chunk", 256}, {"policies", {"full"}}, {"limit", 5}};
+  auto inputs = [&](const Json& options, const std::vector<std::string>& specs) {
+    std::map<std::string, std::vector<fs::path>> own;
+    for (const auto& spec : specs)
+      own[spec] = spec == "full" ? std::vector<fs::path>{} : std::vector{dir / "g.safetensors"};
+    return sweep_inputs(options, {model, dir / "data.jsonl"}, own);
+  };
+  // Nothing predicted yet: anything goes, and the inputs are recorded.
+  check_and_record_sweep_inputs(out, inputs(config, {"full", "trimkv:gates=g"}));
+  write_text_file_atomic(out / "predictions.jsonl", "{\"id\": \"a\"}\n");
+  // The same inputs; more policies, budgets or a higher limit extend the sweep.
+  Json more = config;
+  more["limit"] = 50;
+  more["policies"] = {"full", "h2o"};
+  check_and_record_sweep_inputs(out, inputs(more, {"full", "h2o", "trimkv:gates=g"}));
+  // A changed option, model file, data file or policy's gates file is refused, saying which.
+  Json other = config;
+  other["chunk"] = 64;
+  EXPECT_ERROR_CONTAINS(check_and_record_sweep_inputs(out, inputs(other, {"full"})),
+                        "option chunk: was 256, now 64");
+  write_text_file_atomic(model / "model.safetensors", "weights v2");
+  EXPECT_ERROR_CONTAINS(check_and_record_sweep_inputs(out, inputs(config, {"full"})),
+                        "model.safetensors: was \"sha256 ");
+  write_text_file_atomic(model / "model.safetensors", "weights v1");
+  check_and_record_sweep_inputs(out, inputs(config, {"full"}));  // restored: resumes again
+  write_text_file_atomic(dir / "g.safetensors", "gates v2");
+  EXPECT_ERROR_CONTAINS(check_and_record_sweep_inputs(out, inputs(config, {"trimkv:gates=g"})),
+                        "file of trimkv:gates=g");
+  // A run that does not use that policy is not stopped by its gates.
+  check_and_record_sweep_inputs(out, inputs(config, {"full"}));
+  // An older run without inputs.json resumes (with a warning) and gets one.
+  fs::remove(out / "inputs.json");
+  check_and_record_sweep_inputs(out, inputs(config, {"full"}));
+  EXPECT_TRUE(fs::exists(out / "inputs.json"));
 }
 
 TEST(Synthetic, TasksAreSeededAndHoldTheirAnswers) {

@@ -10,6 +10,7 @@
 #include "eval/benchmarks/benchmark.h"
 #include "eval/cache_factory.h"
 #include "eval/plot.h"
+#include "eval/run_inputs.h"
 #include "eval/scores.h"
 #include "eval/shared_context_cache.h"
 
@@ -251,6 +252,27 @@ std::string cell_key(const std::string& policy, const Json& budget, const std::s
   return str_cat(policy, "|", budget.dump(), "|", unit);
 }
 
+// The files a sweep's answers depend on: the model directory, the data and --gates for every
+// cell; a policy's own gates= and scorer= files (relative to --gates-dir) for its cells.
+Json inputs_of(const Json& config, const SweepSettings& s) {
+  std::vector<fs::path> shared = {s.model.model_dir};
+  if (config.contains("data") && config.at("data").is_string())
+    shared.push_back(config.at("data").get<std::string>());
+  if (!s.gates.empty()) shared.push_back(s.gates);
+  std::map<std::string, std::vector<fs::path>> own;
+  for (const auto& spec : s.policies) {
+    const PolicySpec p = parse_policy(spec);
+    for (const std::string& file : {p.gates(), p.scorer()}) {
+      if (file.empty()) continue;
+      fs::path path = file;
+      if (path.is_relative() && !s.model.gates_dir.empty())
+        path = fs::path(s.model.gates_dir) / path;
+      own[spec].push_back(path);
+    }
+  }
+  return sweep_inputs(config, shared, own);
+}
+
 }  // namespace
 
 int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
@@ -274,6 +296,7 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
   // dropped), so all skip the same finished units.
   const bool leader = m.leader();
   const fs::path out = leader ? start_run_dir(s.out, config) : fs::path(s.out);
+  if (leader) check_and_record_sweep_inputs(out, inputs_of(config, s));
   // Resume: every line already written is a finished (policy, budget, unit).
   auto key = [&](const Json& j) {
     return cell_key(j.at("policy").get<std::string>(), j.at("budget"), benchmark.record_key(j));
