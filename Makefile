@@ -45,10 +45,17 @@ EVAL_FLAGS ?=
 demo: build
 	@$(MAKE) --no-print-directory demo-steps
 
-demo-steps: $(DEMO)/trimkv.safetensors $(DEMO)/dbtrimkv.safetensors $(DEMO)/locret.safetensors \
+DEMO_LEARNED = $(DEMO)/trimkv.safetensors $(DEMO)/dbtrimkv.safetensors $(DEMO)/locret.safetensors \
   $(DEMO)/kvzap.safetensors
+demo-steps: $(DEMO_LEARNED) $(DEMO)/sweep.inputs
 	$(RETAIN) eval synthetic --config $(DEMO_RECIPES)/eval.yaml --model $(DEMO_BASE) \
 	  --data $(DEMO)/data/heldout.jsonl --gates-dir $(DEMO) --out $(DEMO) $(EVAL_FLAGS)
+
+# The sweep resumes a killed run, but retain refuses predictions made with another base, gate
+# file or held-out set (the sums in $(DEMO)/inputs.json): when one of them is new, start over.
+$(DEMO)/sweep.inputs: $(DEMO)/base.sha256 $(DEMO_LEARNED) $(DEMO)/data/synth.json
+	rm -f $(DEMO)/predictions.jsonl
+	touch $@
 
 # The base's weights and tokenizer are the ones its curriculum recipe names (sha256,
 # tokenizer-sha256): an edited or half-copied base stops the demo here, before anything reads it.
@@ -60,11 +67,15 @@ $(DEMO)/base.sha256: $(wildcard $(DEMO_BASE)/*) $(DEMO_BASE_SUMS)
 $(DEMO)/data/synth.json:
 	$(RETAIN) synth --config $(DEMO_RECIPES)/data.yaml --out $(DEMO)/data $(SYNTH_FLAGS)
 
+# A step that runs again (a new base, new data) starts from nothing: prep refuses a non-empty
+# directory, and a gate run would resume from the old base's checkpoints.
 $(DEMO)/shards/prep.json: $(DEMO)/base.sha256 $(DEMO)/data/synth.json
+	rm -rf $(DEMO)/shards
 	$(RETAIN) prep --config $(DEMO_RECIPES)/prep.yaml --tokenizer $(DEMO_BASE) \
 	  --input $(DEMO)/data/train.jsonl --out $(DEMO)/shards
 
 $(DEMO)/%.safetensors: $(DEMO)/shards/prep.json
+	rm -rf $(DEMO)/$*-run
 	$(RETAIN) train $(DEMO_RECIPES)/$*.yaml run.dir=$(DEMO)/$*-run \
 	  model.path=$(DEMO_BASE) data.shards=$(DEMO)/shards $(GATES_FLAGS)
 	$(RETAIN) export $(DEMO)/$*-run --out $@
@@ -98,6 +109,7 @@ $(DEMO_BASE_RUN)/model/base.json: $(DEMO_BASE_RUN)/data/synth.json \
 	  --tokenizer $(DEMO_BASE_RUN)/data/tokenizer.model --out $(DEMO_BASE_RUN)
 
 $(DEMO_BASE_RUN)/eval/scores.json: $(DEMO_BASE_RUN)/model/base.json
+	rm -f $(DEMO_BASE_RUN)/eval/predictions.jsonl  # another base: nothing to resume
 	$(RETAIN) eval synthetic --model $(DEMO_BASE_RUN)/model --policy full --chunk 256 \
 	  --max-new-tokens 4 --data $(DEMO_BASE_RUN)/data/heldout.jsonl --out $(DEMO_BASE_RUN)/eval
 

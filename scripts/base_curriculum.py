@@ -78,6 +78,7 @@ class Documents:
         self.start = [] if args.no_bos else [sp.bos_id()]
         self.answer = self.piece("?\nAnswer:") \
             if args.format in ("offsets", "template", "jsonl") or args.data else None
+        self.newline = self.piece("\n") if args.end_answers else None
         self.filler = []
         if args.filler:
             with open(args.filler_from) as f:
@@ -161,8 +162,10 @@ class Documents:
         """BOS + ids, and their labels: ANSWER for the token after each "?\nAnswer:" piece (the
         answer's first token, scored), ANSWER_END for the tokens after it up to the first one
         that holds a newline (the harness's exact match reads the first line, so a model must end
-        its answer: one trained on the answer's first token alone writes on)."""
-        ids = self.start + ids
+        its answer: one trained on the answer's first token alone writes on). With --end-answers
+        a newline follows the document's last answer, which otherwise ends the document unlabelled
+        (the newline is appended as its own piece: "96\n" encoded whole is another piece)."""
+        ids = self.start + ids + ([self.newline] if self.newline is not None else [])
         labels, inside = [0], False
         for prev, token in zip(ids, ids[1:]):
             if prev == self.answer:
@@ -343,6 +346,11 @@ def stage_parser():
                    "fact (at most --facts questions): a repeated question is answered by copying "
                    "the earlier answer, a shortcut in the question's own layout that half the "
                    "labels then teach instead of the lookup in the facts")
+    p.add_argument("--end-answers", action="store_true", help="end every template and synth "
+                   "document with a newline after its last answer, so each answer's end is "
+                   "labelled: a one-question document (needle, vars) otherwise never shows what "
+                   "follows its answer, and with --lm-weight the model writes on as after a value "
+                   "in the context (\"19.\" where exact match wants \"19\")")
     p.add_argument("--filler", type=int, default=0, help="at most N filler sentences (template)")
     p.add_argument("--filler-from", help="a synth train.jsonl to take the filler sentences from")
     p.add_argument("--periodic", type=float, default=0.0, help="share of periodic documents")
@@ -410,7 +418,7 @@ def sha256(path):
 
 
 MODEL_KEYS = ("layers", "hidden", "heads", "kv-heads", "head-dim")
-BOOLEAN_FLAGS = ("no-bos", "distinct-questions")
+BOOLEAN_FLAGS = ("no-bos", "distinct-questions", "end-answers")
 # A committed base's sums (scripts/check_demo_base.sh checks them before the demo reads the base).
 SUM_KEYS = ("sha256", "tokenizer-sha256", "tokenizer-config-sha256")
 

@@ -152,6 +152,13 @@ args.no_bos = True
 plain, plain_mask, _ = bc.Documents(args, sp).make(random.Random(5), 0.0, 0.0)
 assert plain == ids[1:] and plain_mask == mask[1:], "--no-bos changed more than the BOS"
 open("plain_ids.txt", "w").write(",".join(map(str, plain)))
+# --end-answers: the same document and labels, then a newline piece after the last answer, which
+# is trained (ANSWER_END): a one-question document otherwise never shows an answer's end.
+args.end_answers = True
+ended, ended_mask, _ = bc.Documents(args, sp).make(random.Random(5), 0.0, 0.0)
+assert ended[:-1] == plain and ended_mask[:-1] == plain_mask, "--end-answers changed the document"
+assert sp.id_to_piece(ended[-1]) == "\n" and ended_mask[-1] == bc.ANSWER_END, ended_mask[-3:]
+args.end_answers = False
 # --distinct-questions: each question another fact, as many as there are facts at most.
 args.distinct_questions, args.questions, args.facts = True, 5, "3"
 for seed in range(20):
@@ -183,4 +190,4 @@ for case in "withbos template_ids.txt" "run/model plain_ids.txt"; do
     { echo "FAIL $2 differ from retain's ids ($1):"; cat "$2" retain_ids.txt; exit 1; }
 done
 echo "ok   template documents are retain's token ids (with BOS, and without beside add_bos_token" \
-  "false); answer labels, distinct questions, --no-bos, grow and the lr schedule hold"
+  "false); answer labels, --end-answers, distinct questions, --no-bos, grow and the lr schedule hold"
