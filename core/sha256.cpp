@@ -91,6 +91,22 @@ std::string sha256_hex(std::string_view data) {
   return h.hex();
 }
 
+std::string file_stamp(const fs::path& path) {
+  constexpr uintmax_t kHashUpTo = uintmax_t{64} << 20;
+  const uintmax_t size = fs::file_size(path);
+  if (size <= kHashUpTo) return "sha256 " + sha256_file_hex(path);
+  const auto modified = fs::last_write_time(path).time_since_epoch().count();
+  return str_cat("size ", size, ", modified ", modified);
+}
+
+std::map<std::string, std::string> directory_stamps(const fs::path& dir) {
+  std::map<std::string, std::string> stamps;
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.is_regular_file())
+      stamps[entry.path().filename().string()] = file_stamp(entry.path());
+  return stamps;
+}
+
 std::string sha256_file_hex(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   RETAIN_CHECK(in.good(), path.string(), ": cannot open for hashing");

@@ -8,14 +8,6 @@
 
 namespace retain {
 
-std::string file_stamp(const fs::path& path) {
-  constexpr uintmax_t kHashUpTo = uintmax_t{64} << 20;
-  const uintmax_t size = fs::file_size(path);
-  if (size <= kHashUpTo) return "sha256 " + sha256_file_hex(path);
-  const auto modified = fs::last_write_time(path).time_since_epoch().count();
-  return str_cat("size ", size, ", modified ", modified);
-}
-
 namespace {
 
 void stamp_into(Json& files, const fs::path& path) {
@@ -58,7 +50,7 @@ Json sweep_inputs(const Json& config, const std::vector<fs::path>& shared_files,
   return {{"options", options}, {"files", files}, {"policy_files", per_policy}};
 }
 
-void check_and_record_sweep_inputs(const fs::path& out, const Json& inputs) {
+void check_and_record_sweep_inputs(const fs::path& out, const Json& inputs, bool check_options) {
   const fs::path record = out / "inputs.json";
   const fs::path predictions = out / "predictions.jsonl";
   Json merged = inputs;
@@ -70,7 +62,8 @@ void check_and_record_sweep_inputs(const fs::path& out, const Json& inputs) {
   } else if (resuming) {
     const Json before = parse_json(read_text_file(record), record.string());
     std::vector<std::string> changed;
-    differences("option", before.value("options", Json::object()), inputs.at("options"), changed);
+    if (check_options)
+      differences("option", before.value("options", Json::object()), inputs.at("options"), changed);
     differences("file", before.value("files", Json::object()), inputs.at("files"), changed);
     const Json old_policies = before.value("policy_files", Json::object());
     for (const auto& [spec, files] : inputs.at("policy_files").items())

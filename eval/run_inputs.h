@@ -14,10 +14,6 @@
 
 namespace retain {
 
-// A file's identity: its SHA-256 up to 64 MiB; above that its size and modification time (hashing
-// a 16 GB checkpoint on every resume would cost minutes).
-std::string file_stamp(const fs::path& path);
-
 // {"options": `config` without what only extends a sweep (policies, budgets, limit, batch size),
 //  "files": {path: stamp} of `shared_files` (a directory: every regular file under it),
 //  "policy_files": {policy spec: {path: stamp}} of each policy's own gates= and scorer= files}.
@@ -25,8 +21,11 @@ Json sweep_inputs(const Json& config, const std::vector<fs::path>& shared_files,
                   const std::map<std::string, std::vector<fs::path>>& policy_files);
 
 // When out/predictions.jsonl holds predictions, checks them against out/inputs.json: a changed
-// option or shared file, or a changed file of a policy both runs name, is an error that says what
-// changed and how to go on. Then writes out/inputs.json (with the policies of both runs).
-void check_and_record_sweep_inputs(const fs::path& out, const Json& inputs);
+// shared file, a changed file of a policy both runs name, or (with `check_options`) a changed
+// option is an error that says what changed and how to go on. Then writes out/inputs.json (with
+// the policies of both runs). A benchmark whose resume keys carry its settings passes
+// `check_options` false: other settings are other keys there.
+void check_and_record_sweep_inputs(const fs::path& out, const Json& inputs,
+                                   bool check_options = true);
 
 }  // namespace retain

@@ -2,7 +2,8 @@
 # A reduced `make demo` (the same recipes/demo/ recipes, committed base and Makefile chain; fewer
 # documents, steps and examples): checks the artefacts, the base's full-cache accuracy on the
 # reduced held-out set, that every policy kept to its budget, that a re-run skips finished steps,
-# and that a base whose weights are not the recipe's stops the demo before any training.
+# that a base whose weights are not the recipe's stops the demo before any training, and that
+# neither a gate run nor a sweep resumes on a base changed in place.
 # Usage: demo_test.sh SOURCE_DIR RETAIN WORKDIR
 set -euo pipefail
 src="$1"; retain="$2"; work="$3"
@@ -89,3 +90,26 @@ grep -q "model.safetensors: sha256 .*, but .*base-curriculum.yaml says" "$work/b
 [ ! -e "$work/bad" ] ||
   { echo "FAIL the demo went on past the check"; exit 1; }
 echo "ok   a base with other weights: $(grep sha256 "$work/bad.log" | head -1 | cut -c1-100)..."
+# A base changed in place (same path, one byte of its weights) is not resumed on: the demo's
+# trimkv run directory refuses to go on training on it, and a sweep's predictions made with the
+# old weights are not reused.
+cp -r "$src/recipes/demo/base" "$work/in-place"
+eval_in_place=("$retain" eval synthetic --model "$work/in-place" --data "$work/demo/data/heldout.jsonl"
+  --policy full --limit 2 --max-new-tokens 4 --out "$work/in-place-eval")
+"${eval_in_place[@]}" > "$work/in-place.log" 2>&1 || { cat "$work/in-place.log"; exit 1; }
+cp -r "$work/demo/trimkv-run" "$work/in-place-run"
+cp "$work/bad-base/model.safetensors" "$work/in-place/model.safetensors"
+if "$retain" train "$src/recipes/demo/trimkv.yaml" run.dir="$work/in-place-run" \
+  model.path="$work/in-place" data.shards="$work/demo/shards" train.steps=14 data.seq_len=256 \
+  loss.memory=8 > "$work/in-place-train.log" 2>&1; then
+  echo "FAIL a gate run resumed on a base that changed"; exit 1
+fi
+grep -q "this checkpoint was trained on another base (.*changed: model.safetensors)" \
+  "$work/in-place-train.log" || { echo "FAIL unclear error:"; tail -5 "$work/in-place-train.log"; exit 1; }
+if "${eval_in_place[@]}" > "$work/in-place.log" 2>&1; then
+  echo "FAIL a sweep resumed predictions of a base that changed"; exit 1
+fi
+grep -q "holds predictions made with other inputs" "$work/in-place.log" &&
+  grep -q "model.safetensors: was \"sha256 " "$work/in-place.log" ||
+  { echo "FAIL unclear error:"; tail -5 "$work/in-place.log"; exit 1; }
+echo "ok   a base changed in place: gate training and the sweep refuse to resume on it"

@@ -87,6 +87,7 @@ void Trainer::setup() {
                " trains retention gates only (train.trainable: gates), not '", s_.trainable, "'");
   const std::string resolved = recipe_.dump();
   recipe_sha_ = recipe_hash(recipe_);
+  base_files_ = directory_stamps(s_.model_dir);
   if (leader()) {
     std::cerr << "resolved recipe (" << recipe_.where() << "):\n" << resolved;
     fs::create_directories(s_.run_dir);

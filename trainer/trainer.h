@@ -11,6 +11,7 @@
 #include <torch/optim/adamw.h>
 
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -89,6 +90,9 @@ class Trainer {
   TrainSettings s_;
   Config recipe_;
   std::string recipe_sha_;
+  // The base's files (directory_stamps of model.path), kept in every checkpoint: a run directory
+  // does not resume on a base that changed in place.
+  std::map<std::string, std::string> base_files_;
   DistEnv env_;
   // Every rank (gradients, checkpoints), the tensor-parallel group sharing this rank's model
   // replica, and the data-parallel group of this shard (data, token counts, statistics).

@@ -27,6 +27,7 @@ void Trainer::save_checkpoint(int64_t step) {
   Json extra = {
       {"kind", checkpoint_kind()},
       {"recipe_sha256", recipe_sha_},
+      {"base_files", base_files_},
       {"sampler", {{"epoch", sampler_->state().epoch}, {"consumed", sampler_->state().consumed}}},
       {"nonfinite", {{"consecutive", consecutive_nonfinite_}, {"skipped", skipped_steps_}}}};
   write_step_dir(s_.run_dir, step, extra, [&](const fs::path& dir) {
@@ -73,6 +74,20 @@ int64_t Trainer::restore() {
   RETAIN_CHECK(manifest.value("kind", "") == checkpoint_kind(), dir->string(),
                ": checkpoint kind '", manifest.value("kind", ""),
                "' does not match train.trainable");
+  // Gates (or a scorer) fitted to one base are no start for another: a base retrained in place
+  // (the same model.path) must not resume from the old one's checkpoints. Older checkpoints lack
+  // the record and resume as before.
+  if (manifest.contains("base_files")) {
+    const auto before = manifest.at("base_files").get<std::map<std::string, std::string>>();
+    std::string changed;
+    for (const auto& [name, stamp] : base_files_)
+      if (!before.count(name) || before.at(name) != stamp) changed += " " + name;
+    for (const auto& [name, stamp] : before)
+      if (!base_files_.count(name)) changed += " " + name + " (gone)";
+    RETAIN_CHECK(changed.empty(), dir->string(), ": this checkpoint was trained on another base (",
+                 s_.model_dir.string(), " changed:", changed, "); use another run.dir, or delete ",
+                 s_.run_dir.string(), " to train from the start");
+  }
   auto params = SafetensorsFile::open(*dir / "params.safetensors");
   {
     at::NoGradGuard no_grad;

@@ -101,6 +101,10 @@ class Benchmark {
   // Unit i's identity within a cell, and the same read back from its record (resume keys).
   virtual std::string unit_key(size_t unit) const = 0;
   virtual std::string record_key(const Json& record) const = 0;
+  // Whether the keys above carry the settings (mmmu, mmstar: images, pixels, budget scope), so a
+  // sweep with other settings into the same --out generates anew beside the old records instead
+  // of being refused (the model, data and gate files are checked either way: run_inputs.h).
+  virtual bool settings_in_keys() const { return false; }
 
   // A unit that is one generation: what it generates from, and its record from the result
   // (`fields`: generation_fields of its row). run_sweep batches these and adds the cell's policy

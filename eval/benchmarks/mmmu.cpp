@@ -88,6 +88,7 @@ class Mmmu final : public Benchmark {
 
   size_t units() const override { return questions_.size(); }
   std::string unit_key(size_t i) const override { return questions_[i].id + "|" + setting_; }
+  bool settings_in_keys() const override { return true; }
   std::string record_key(const Json& j) const override {
     return j.at("id").get<std::string>() + "|" + j.value("setting", "");
   }

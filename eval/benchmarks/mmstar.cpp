@@ -214,6 +214,7 @@ class Mmstar final : public Benchmark {
   std::string unit_key(size_t i) const override {
     return str_cat(questions_[i].index, "|", setting_);
   }
+  bool settings_in_keys() const override { return true; }
   std::string record_key(const Json& j) const override {
     return str_cat(j.at("index").get<int64_t>(), "|", j.value("setting", ""));
   }

@@ -296,7 +296,8 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
   // dropped), so all skip the same finished units.
   const bool leader = m.leader();
   const fs::path out = leader ? start_run_dir(s.out, config) : fs::path(s.out);
-  if (leader) check_and_record_sweep_inputs(out, inputs_of(config, s));
+  if (leader)
+    check_and_record_sweep_inputs(out, inputs_of(config, s), !benchmark.settings_in_keys());
   // Resume: every line already written is a finished (policy, budget, unit).
   auto key = [&](const Json& j) {
     return cell_key(j.at("policy").get<std::string>(), j.at("budget"), benchmark.record_key(j));
