@@ -87,7 +87,8 @@ void Trainer::setup() {
                " trains retention gates only (train.trainable: gates), not '", s_.trainable, "'");
   const std::string resolved = recipe_.dump();
   recipe_sha_ = recipe_hash(recipe_);
-  base_files_ = directory_stamps(s_.model_dir);
+  // (A missing model.path is Decoder::load's error to report, with its own message.)
+  if (fs::is_directory(s_.model_dir)) base_files_ = directory_stamps(s_.model_dir);
   if (leader()) {
     std::cerr << "resolved recipe (" << recipe_.where() << "):\n" << resolved;
     fs::create_directories(s_.run_dir);
