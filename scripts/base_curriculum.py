@@ -78,7 +78,12 @@ class Documents:
         self.start = [] if args.no_bos else [sp.bos_id()]
         self.answer = self.piece("?\nAnswer:") \
             if args.format in ("offsets", "template", "jsonl") or args.data else None
-        self.newline = self.piece("\n") if args.end_answers else None
+        self.newline = None
+        if args.end_answers:
+            self.newline = sp.piece_to_id("\n")
+            if self.newline == sp.unk_id():
+                raise SystemExit(f"{args.tokenizer} has no piece '\\n': --end-answers appends one "
+                                 "after each document's last answer")
         self.filler = []
         if args.filler:
             with open(args.filler_from) as f:
