@@ -56,12 +56,7 @@ EvalModel load_eval_model(const ModelFlags& flags, const std::string& gates_file
     PolicySpec p = parse_policy(spec);
     RETAIN_CHECK(flags.tensor_parallel == 1 || !p.needs_scorer(), "--policy ", spec,
                  ": learned scorers read every head of a layer; run them with --tp 1");
-    // Relative gates= and scorer= paths are relative to --gates-dir.
-    auto resolved = [&](const std::string& written) {
-      fs::path file = written;
-      if (file.is_relative() && !flags.gates_dir.empty()) file = fs::path(flags.gates_dir) / file;
-      return file;
-    };
+    auto resolved = [&](const std::string& written) { return learned_file(flags, written); };
     if (!p.scorer().empty() && !m.policy_scorers.count(p.scorer()))
       m.policy_scorers[p.scorer()] =
           load_scorer_file(resolved(p.scorer()), m.model->config(), device, p.name());
@@ -69,6 +64,12 @@ EvalModel load_eval_model(const ModelFlags& flags, const std::string& gates_file
     m.policy_gates[p.gates()] = load_gate_file(resolved(p.gates()), m.model->config(), device);
   }
   return m;
+}
+
+fs::path learned_file(const ModelFlags& flags, const std::string& written) {
+  fs::path file = written;
+  if (file.is_relative() && !flags.gates_dir.empty()) file = fs::path(flags.gates_dir) / file;
+  return file;
 }
 
 std::vector<SweepCell> sweep_cells(const std::vector<std::string>& policies,

@@ -56,6 +56,9 @@ struct EvalModel {
   LearnedModules learned_for(const PolicySpec& policy) const;
 };
 
+// Where a policy's gates= or scorer= file is: a relative path is relative to --gates-dir.
+fs::path learned_file(const ModelFlags& flags, const std::string& written);
+
 // Loads the model, its tokenizer, --gates and every gates= file named in `policies`.
 EvalModel load_eval_model(const ModelFlags& flags, const std::string& gates_file,
                           bool with_tokenizer = true,

@@ -262,13 +262,8 @@ Json inputs_of(const Json& config, const SweepSettings& s) {
   std::map<std::string, std::vector<fs::path>> own;
   for (const auto& spec : s.policies) {
     const PolicySpec p = parse_policy(spec);
-    for (const std::string& file : {p.gates(), p.scorer()}) {
-      if (file.empty()) continue;
-      fs::path path = file;
-      if (path.is_relative() && !s.model.gates_dir.empty())
-        path = fs::path(s.model.gates_dir) / path;
-      own[spec].push_back(path);
-    }
+    for (const std::string& file : {p.gates(), p.scorer()})
+      if (!file.empty()) own[spec].push_back(learned_file(s.model, file));
   }
   return sweep_inputs(config, shared, own);
 }
