@@ -59,22 +59,20 @@ BaseLossTerms BaseLossTerms::parse(const std::vector<std::string>& names,
   return t;
 }
 
-LossMasks loss_masks(const at::Tensor& segments, const at::Tensor& loss_mask) {
+at::Tensor loss_targets(const at::Tensor& segments, const at::Tensor& loss_mask) {
   const int64_t t = segments.size(1);
-  auto keep = loss_mask.to(at::kBool).logical_and(segments >= 0);
-  // Next-token targets: the next token exists, is in the same document and its label is kept.
-  auto next_ok = at::zeros_like(keep);
+  auto labelled = loss_mask.to(at::kBool).logical_and(segments >= 0);
+  auto targets = at::zeros_like(labelled);
   if (t > 1) {
-    next_ok.narrow(1, 0, t - 1)
-        .copy_(keep.narrow(1, 1, t - 1)
+    targets.narrow(1, 0, t - 1)
+        .copy_(labelled.narrow(1, 1, t - 1)
                    .logical_and(segments.narrow(1, 1, t - 1) == segments.narrow(1, 0, t - 1)));
   }
-  return {keep, next_ok};
+  return targets;
 }
 
-LossTokens count_loss_tokens(const at::Tensor& segments, const at::Tensor& loss_mask) {
-  const LossMasks masks = loss_masks(segments, loss_mask);
-  return {masks.kl.sum().item<int64_t>(), masks.ntp.sum().item<int64_t>()};
+int64_t count_loss_targets(const at::Tensor& segments, const at::Tensor& loss_mask) {
+  return loss_targets(segments, loss_mask).sum().item<int64_t>();
 }
 
 LossSums base_loss_sums(const Decoder& model, const at::Tensor& student_hidden,
@@ -87,34 +85,29 @@ LossSums base_loss_sums(const Decoder& model, const at::Tensor& student_hidden,
   const int64_t b = student_hidden.size(0), t = student_hidden.size(1), d = student_hidden.size(2);
   const auto device = student_hidden.device();
   auto ids = input_ids.to(device);
-  const LossMasks masks = loss_masks(segments.to(device), loss_mask.to(device));
-  const at::Tensor& keep = masks.kl;
-  const at::Tensor& next_ok = masks.ntp;
+  const at::Tensor targets_mask = loss_targets(segments.to(device), loss_mask.to(device));
   auto next_ids = at::cat({ids.narrow(1, 1, t - 1), at::zeros({b, 1}, ids.options())}, 1);
 
   LossSums sums;
-  sums.kl_tokens = keep.sum().item<int64_t>();
-  sums.ntp_tokens = next_ok.sum().item<int64_t>();
+  sums.tokens = targets_mask.sum().item<int64_t>();
   auto flat_s = student_hidden.reshape({b * t, d});
   auto flat_t =
       teacher_hidden.defined() ? teacher_hidden.reshape({b * t, d}).detach() : at::Tensor();
-  auto flat_keep = keep.reshape({-1}).to(at::kFloat);
-  auto flat_next_ok = next_ok.reshape({-1}).to(at::kFloat);
+  auto flat_mask = targets_mask.reshape({-1}).to(at::kFloat);
   auto flat_next = next_ids.reshape({-1});
   auto zero = student_hidden.sum() * 0;  // keeps sums attached to the graph even if empty
   at::Tensor fwkl = zero, rvkl = zero, ntp = zero;
   for (int64_t start = 0; start < b * t; start += logit_block) {
     const int64_t n = std::min(logit_block, b * t - start);
-    auto keep_b = flat_keep.narrow(0, start, n);
-    auto next_b = flat_next_ok.narrow(0, start, n);
-    if (keep_b.sum().item<double>() == 0 && next_b.sum().item<double>() == 0) continue;
+    auto mask_b = flat_mask.narrow(0, start, n);
+    if (mask_b.sum().item<double>() == 0) continue;
     auto teacher_b = flat_t.defined() ? flat_t.narrow(0, start, n) : at::Tensor();
     auto targets = flat_next.narrow(0, start, n);
     // Each block's three sums come out of one checkpointed function of the student's hidden
     // states, so only (n, d) activations are kept per block.
     auto block_losses = checkpoint(
         // By value: this runs again in the backward pass, after this function returned.
-        [&model, terms, teacher_b, keep_b, next_b, targets](const at::Tensor& h) {
+        [&model, terms, teacher_b, mask_b, targets](const at::Tensor& h) {
           auto logp_s = at::log_softmax(model.logits(h), -1);  // (n, V) fp32
           std::vector<at::Tensor> parts;
           at::Tensor logp_t;
@@ -122,12 +115,12 @@ LossSums base_loss_sums(const Decoder& model, const at::Tensor& student_hidden,
             at::NoGradGuard no_grad;
             logp_t = at::log_softmax(model.logits(teacher_b), -1);
           }
-          parts.push_back(terms.fwkl ? ((logp_t.exp() * (logp_t - logp_s)).sum(-1) * keep_b).sum()
+          parts.push_back(terms.fwkl ? ((logp_t.exp() * (logp_t - logp_s)).sum(-1) * mask_b).sum()
                                      : h.sum() * 0);
-          parts.push_back(terms.rvkl ? ((logp_s.exp() * (logp_s - logp_t)).sum(-1) * keep_b).sum()
+          parts.push_back(terms.rvkl ? ((logp_s.exp() * (logp_s - logp_t)).sum(-1) * mask_b).sum()
                                      : h.sum() * 0);
           parts.push_back(terms.ntp
-                              ? (-logp_s.gather(1, targets.unsqueeze(1)).squeeze(1) * next_b).sum()
+                              ? (-logp_s.gather(1, targets.unsqueeze(1)).squeeze(1) * mask_b).sum()
                               : h.sum() * 0);
           return at::stack(parts);
         },

@@ -47,24 +47,19 @@ struct BaseLossTerms {
   int count() const { return int(fwkl) + int(rvkl) + int(ntp); }
 };
 
-// The tokens each base-loss term averages over, (B, T) bool: `kl` the labelled tokens of a
-// document (loss_mask and segment >= 0); `ntp` those whose next token is in the same document and
-// labelled (the next-token targets). One definition for the losses and every count of them.
-struct LossMasks {
-  at::Tensor kl, ntp;
-};
-LossMasks loss_masks(const at::Tensor& segments, const at::Tensor& loss_mask);
+// The positions whose prediction every base term (fwkl, rvkl, ntp) scores, (B, T) bool: the next
+// token exists, is in the same document and carries a label (loss_mask). So the KL terms compare,
+// and ntp scores, the predictions OF labelled tokens (transformers' shifted labels): with labels
+// on an answer only, the prediction of its first token counts and the one after its last does
+// not. One definition for the losses and every count of them.
+at::Tensor loss_targets(const at::Tensor& segments, const at::Tensor& loss_mask);
 
-// How many tokens each term of a batch averages over.
-struct LossTokens {
-  int64_t kl = 0, ntp = 0;
-};
-LossTokens count_loss_tokens(const at::Tensor& segments, const at::Tensor& loss_mask);
+// How many positions the base terms of a batch average over.
+int64_t count_loss_targets(const at::Tensor& segments, const at::Tensor& loss_mask);
 
 struct LossSums {
   at::Tensor fwkl, rvkl, ntp;  // scalar sums (undefined when not requested)
-  int64_t kl_tokens = 0;       // tokens the KL terms average over
-  int64_t ntp_tokens = 0;      // tokens the next-token term averages over
+  int64_t tokens = 0;          // positions every term averages over (loss_targets)
 };
 
 // student_hidden, teacher_hidden: (B, T, d) after the final norm (teacher may be undefined when

@@ -189,8 +189,7 @@ TEST(Losses, KlIsZeroWhenStudentEqualsTeacherAndNtpIsTheModelLoss) {
   auto sums = base_loss_sums(model, hidden, hidden, p.ids, p.segments, p.mask, terms, 7);
   EXPECT_NEAR(sums.fwkl.item<double>(), 0.0, 1e-6);
   EXPECT_NEAR(sums.rvkl.item<double>(), 0.0, 1e-6);
-  EXPECT_EQ(sums.kl_tokens, 44);       // 24 + 20 real tokens
-  EXPECT_EQ(sums.ntp_tokens, 44 - 3);  // no target after each document's last token
+  EXPECT_EQ(sums.tokens, 44 - 3);  // 24 + 20 real tokens, no target after a document's last
   // ntp equals the cross-entropy of each document computed directly.
   auto logp = at::log_softmax(model.logits(hidden), -1);
   double expected = 0;
@@ -198,6 +197,39 @@ TEST(Losses, KlIsZeroWhenStudentEqualsTeacherAndNtpIsTheModelLoss) {
     for (int64_t i = begin; i < begin + len - 1; ++i)
       expected -= logp[row][i][p.ids[row][i + 1].item<int64_t>()].item<double>();
   EXPECT_NEAR(sums.ntp.item<double>(), expected, 1e-3);
+}
+
+// Every base term scores the predictions OF labelled tokens: with labels on tokens 3-5 of a
+// document (an answer), the positions 2-4 that predict them, not 3-5 (which predict the tokens
+// after them), and never a prediction across a document's end or of padding.
+TEST(Losses, TargetsAreThePredictionsOfLabelledTokens) {
+  Packed p = packed_batch(64);
+  auto answer = at::zeros({2, 24}, at::kBool);
+  answer[0].narrow(0, 3, 3).fill_(true);   // document 0 of row 0
+  answer[0].narrow(0, 10, 2).fill_(true);  // the first two tokens of document 1: 10 has no target
+  answer[1].narrow(0, 19, 5).fill_(true);  // row 1's last token and its padding
+  auto expected = at::zeros({2, 24}, at::kBool);
+  expected[0].narrow(0, 2, 3).fill_(true);
+  expected[0][10] = true;
+  expected[1][18] = true;
+  EXPECT_TRUE(at::equal(loss_targets(p.segments, answer), expected));
+  EXPECT_EQ(count_loss_targets(p.segments, answer), 5);
+
+  // The KL terms see the same positions: a student that differs from its teacher only at a
+  // position that predicts an unlabelled token adds nothing.
+  Decoder model = Decoder::load(qwen3_dir(), {});
+  Packed q = packed_batch(model.config().vocab_size);
+  GatedAttentionHook plain(nullptr, q.segments);
+  auto teacher = model.forward_hidden(q.ids, q.positions, ForwardContext{nullptr, &plain});
+  auto student = teacher.clone();
+  student[0][5] += 1.0;  // predicts token 6, unlabelled
+  BaseLossTerms terms = BaseLossTerms::parse({"fwkl"}, "test");
+  auto sums = base_loss_sums(model, student, teacher, q.ids, q.segments, answer, terms, 7);
+  EXPECT_NEAR(sums.fwkl.item<double>(), 0.0, 1e-6);
+  student[0][4] += 1.0;  // predicts token 5, labelled
+  sums = base_loss_sums(model, student, teacher, q.ids, q.segments, answer, terms, 7);
+  EXPECT_GT(sums.fwkl.item<double>(), 1e-4);
+  EXPECT_EQ(sums.tokens, 5);
 }
 
 TEST(Gates, CheckpointedLayersGiveTheSameGradients) {

@@ -150,7 +150,7 @@ int run_bench_train_command(const BenchTrainOptions& o) {
                                    o.logit_block);
     CapacitySums cap =
         capacity_sums(student.log_betas(), positions, segments, o.memory, CapacityMode::kGlobal);
-    auto loss = sums.fwkl / static_cast<double>(std::max<int64_t>(sums.kl_tokens, 1)) +
+    auto loss = sums.fwkl / static_cast<double>(std::max<int64_t>(sums.tokens, 1)) +
                 cap.sum / (static_cast<double>(std::max<int64_t>(cap.positive, 1)) * tp_size);
     sync(device);
     const auto t3 = Clock::now();

@@ -159,7 +159,7 @@ void Trainer::setup() {
              ", global batch ", s_.batch_size * s_.grad_accum * dp_->world(), " sequences");
 }
 
-Trainer::BatchLoss Trainer::forward(const PackedBatch& batch, const LossTokens& tokens,
+Trainer::BatchLoss Trainer::forward(const PackedBatch& batch, int64_t targets,
                                     bool with_stats, Collectives& comm) {
   const auto device = model_->device();
   auto ids = batch.ids.to(device), positions = batch.positions.to(device),
@@ -187,14 +187,13 @@ Trainer::BatchLoss Trainer::forward(const PackedBatch& batch, const LossTokens& 
                                  batch.loss_mask.to(device), s_.terms, s_.logit_block);
   BatchLoss out;
   out.student_hook = student_hook;
-  // Each term is normalised by the step's (not the micro-batch's) token count, so accumulation
-  // gives the same gradient as one big batch.
-  auto kl_n = static_cast<double>(std::max<int64_t>(tokens.kl, 1)),
-       ntp_n = static_cast<double>(std::max<int64_t>(tokens.ntp, 1));
+  // Each term is normalised by the step's (not the micro-batch's) count of targets, so
+  // accumulation gives the same gradient as one big batch.
+  const auto n = static_cast<double>(std::max<int64_t>(targets, 1));
   std::vector<at::Tensor> parts;
-  if (sums.fwkl.defined()) parts.push_back(sums.fwkl / kl_n);
-  if (sums.rvkl.defined()) parts.push_back(sums.rvkl / kl_n);
-  if (sums.ntp.defined()) parts.push_back(sums.ntp / ntp_n);
+  if (sums.fwkl.defined()) parts.push_back(sums.fwkl / n);
+  if (sums.rvkl.defined()) parts.push_back(sums.rvkl / n);
+  if (sums.ntp.defined()) parts.push_back(sums.ntp / n);
   out.base = at::stack(parts).sum() / static_cast<double>(parts.size());
   if (gates_) {
     // Mean over the positive entries of every rank's micro-batch: rank-local sums over the global
@@ -209,8 +208,8 @@ Trainer::BatchLoss Trainer::forward(const PackedBatch& batch, const LossTokens& 
   }
   if (with_stats) {
     at::NoGradGuard no_grad;
-    if (sums.fwkl.defined()) out.kl = sums.fwkl.item<double>() / kl_n;
-    if (sums.ntp.defined()) out.ntp = sums.ntp.item<double>() / ntp_n;
+    if (sums.fwkl.defined()) out.kl = sums.fwkl.item<double>() / n;
+    if (sums.ntp.defined()) out.ntp = sums.ntp.item<double>() / n;
     if (gates_) {
       auto valid = (segments >= 0).unsqueeze(1).to(at::kFloat);  // (B, 1, T)
       double beta = 0, live = 0;
@@ -258,7 +257,7 @@ double Trainer::heldout_loss() {
   auto local = make_local_collectives();
   for (int64_t i = 0; i < n; ++i) {
     PackedBatch b = heldout_->batch({i});
-    BatchLoss l = forward(b, count_loss_tokens(b.segments, b.loss_mask), false, *local);
+    BatchLoss l = forward(b, count_loss_targets(b.segments, b.loss_mask), false, *local);
     total += (l.base + s_.capacity_weight * l.capacity).item<double>();
   }
   return total / static_cast<double>(std::max<int64_t>(n, 1));
@@ -271,7 +270,7 @@ StepStats Trainer::train_step(int64_t step, bool with_stats) {
     static_cast<torch::optim::AdamWOptions&>(group.options()).lr(stats.lr);
   // Fetch the step's micro-batches first: their token counts normalise the losses.
   std::vector<PackedBatch> micro;
-  LossTokens tokens;
+  int64_t targets = 0;
   for (int64_t m = 0; m < s_.grad_accum; ++m) {
     std::vector<int64_t> epochs;
     // The ranks of a tensor-parallel group read the same sequences.
@@ -280,23 +279,19 @@ StepStats Trainer::train_step(int64_t step, bool with_stats) {
       for (size_t i = 0; i < ids.size(); ++i)
         samples_ << step + 1 << " " << epochs[i] << " " << ids[i] << "\n";
     micro.push_back(data_->batch(ids));
-    const LossTokens counted = count_loss_tokens(micro.back().segments, micro.back().loss_mask);
-    tokens.kl += counted.kl;
-    tokens.ntp += counted.ntp;
+    targets += count_loss_targets(micro.back().segments, micro.back().loss_mask);
     stats.tokens += static_cast<double>((micro.back().segments >= 0).sum().item<int64_t>());
   }
   {
-    // Losses are normalised by the token counts of the whole global batch.
-    auto counts =
-        at::tensor({static_cast<double>(tokens.kl), static_cast<double>(tokens.ntp)}, at::kDouble);
-    dp_->all_reduce_sum(counts);
-    tokens.kl = static_cast<int64_t>(counts[0].item<double>());
-    tokens.ntp = static_cast<int64_t>(counts[1].item<double>());
+    // Losses are normalised by the count of targets of the whole global batch.
+    auto count = at::tensor({static_cast<double>(targets)}, at::kDouble);
+    dp_->all_reduce_sum(count);
+    targets = static_cast<int64_t>(count[0].item<double>());
   }
   optimizer_->zero_grad();
   const double accum = static_cast<double>(s_.grad_accum);
   for (int64_t m = 0; m < s_.grad_accum; ++m) {
-    BatchLoss l = forward(micro[static_cast<size_t>(m)], tokens, with_stats && m == 0, *dp_);
+    BatchLoss l = forward(micro[static_cast<size_t>(m)], targets, with_stats && m == 0, *dp_);
     auto loss = l.base + s_.capacity_weight * l.capacity / accum;
     // Under tensor parallelism every rank of the group computes the capacity loss from all heads'
     // log beta, and the world all-reduce adds the group's gradients: each rank takes its 1/tp

@@ -59,12 +59,13 @@ class Trainer {
   // expected live entries (what the log shows).
   StepStats train_step(int64_t step, bool with_stats);
   // The held-out loss: the training objective on the first eval_batches held-out sequences,
-  // each term normalised by its own token count (as in training).
+  // each term normalised by the count of targets (as in training).
   double heldout_loss();
   void save_checkpoint(int64_t step);
 
  private:
-  // What one forward of a batch yields: the loss parts, normalised by the step's token counts.
+  // What one forward of a batch yields: the loss parts, normalised by the step's count of targets
+  // (loss_targets).
   struct BatchLoss {
     at::Tensor base;      // averaged base loss
     at::Tensor capacity;  // capacity loss of this micro-batch
@@ -73,7 +74,7 @@ class Trainer {
     // through it, so it must live until backward() has returned.
     std::shared_ptr<LayerHook> student_hook;
   };
-  BatchLoss forward(const PackedBatch& batch, const LossTokens& tokens, bool with_stats,
+  BatchLoss forward(const PackedBatch& batch, int64_t targets, bool with_stats,
                     Collectives& comm);
   // train.trainable locret | kvzap: the scorer's regression loss of a batch.
   BatchLoss scorer_forward(const at::Tensor& ids, const at::Tensor& positions,

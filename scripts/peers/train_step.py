@@ -5,8 +5,9 @@ The Python step: the frozen HF model (transformers, `attn_implementation="sdpa"`
 teacher under no_grad; the student is the same model with every attention layer replaced, through
 transformers' AttentionInterface, by flex attention whose score_mod adds the retention bias
 (i - j) * log beta_j (log beta from each layer's gate MLP on the layer's normed input, captured by
-a forward pre-hook); forward KL(teacher || student) over the vocabulary, averaged over tokens,
-plus DBTrimKV's global capacity loss; backward into the gates only; AdamW (lr 1e-3). Same model
+a forward pre-hook); forward KL(teacher || student) over the vocabulary, averaged over the
+predictions of a next token (every position but the last: a causal LM's shifted labels), plus
+DBTrimKV's global capacity loss; backward into the gates only; AdamW (lr 1e-3). Same model
 directory, ids, gate architecture and initial gate weights (drawn in retain's order from the same
 seed) as `retain bench train --model DIR`, so after the same number of steps both losses agree
 (printed) and the step time and peak memory can be put side by side.
@@ -191,7 +192,10 @@ def main():
         student = model(ids).logits.float()
         t2 = time.perf_counter()
         logp_t = torch.log_softmax(teacher, -1)
-        kl = (logp_t.exp() * (logp_t - torch.log_softmax(student, -1))).sum(-1).mean()
+        # The predictions of a next token: every position but the last (transformers' shifted
+        # labels), as retain's loss_targets for one whole-row document.
+        logp_s = torch.log_softmax(student[:, :-1], -1)
+        kl = (logp_t[:, :-1].exp() * (logp_t[:, :-1] - logp_s)).sum(-1).mean()
         # DBTrimKV's global capacity loss: S_t = sum_{j <= t} beta_j^(t - j) per layer and head,
         # summed; relu(sum - M L Hk) / max((t - M) L Hk, 1), averaged over the tokens above it.
         pos = torch.arange(T, device=ids.device, dtype=torch.float32)
