@@ -159,8 +159,8 @@ void Trainer::setup() {
              ", global batch ", s_.batch_size * s_.grad_accum * dp_->world(), " sequences");
 }
 
-Trainer::BatchLoss Trainer::forward(const PackedBatch& batch, int64_t targets,
-                                    bool with_stats, Collectives& comm) {
+Trainer::BatchLoss Trainer::forward(const PackedBatch& batch, int64_t targets, bool with_stats,
+                                    Collectives& comm) {
   const auto device = model_->device();
   auto ids = batch.ids.to(device), positions = batch.positions.to(device),
        segments = batch.segments.to(device);

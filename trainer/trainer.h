@@ -74,8 +74,7 @@ class Trainer {
     // through it, so it must live until backward() has returned.
     std::shared_ptr<LayerHook> student_hook;
   };
-  BatchLoss forward(const PackedBatch& batch, int64_t targets, bool with_stats,
-                    Collectives& comm);
+  BatchLoss forward(const PackedBatch& batch, int64_t targets, bool with_stats, Collectives& comm);
   // train.trainable locret | kvzap: the scorer's regression loss of a batch.
   BatchLoss scorer_forward(const at::Tensor& ids, const at::Tensor& positions,
                            const at::Tensor& segments, const MultimodalInputs* multimodal,
