@@ -258,14 +258,22 @@ TEST(Eviction, LearnedScorersKeepTheirTopScores) {
   const std::vector<float> x = {0.5f, 3, 1, 2.5f, 0.1f, 2, 0.2f, 4};
   auto hidden = at::zeros({1, 8, 8});
   for (int i = 0; i < 8; ++i) hidden[0][i][0] = x[i];
-  BudgetedKvCache top(c, parse_policy("kvzap:scorer=s.safetensors,buffer=0"), 4, 8,
+  BudgetedKvCache top(c, parse_policy("kvzap:scorer=s.safetensors,buffer=0,window=0"), 4, 8,
                       LearnedModules(nullptr, &scorer));
   feed(top, c, 0, at::randn({1, 2, 8, 4}), hidden);
   EXPECT_EQ(top.live_positions(0, 0, 0), (std::vector<int64_t>{1, 3, 5, 7}));
   EXPECT_EQ(top.live_positions(0, 0, 1), (std::vector<int64_t>{1, 3, 5, 7}));
+  // By default the last min(32, M/2) = 2 positions stay whatever their score (6 scores 0.2).
+  for (const char* spec : {"kvzap:scorer=s.safetensors,buffer=0",
+                           "kvzap:scorer=s.safetensors,buffer=0,threshold=7.389"}) {
+    BudgetedKvCache recent(c, parse_policy(spec), 4, 8, LearnedModules(nullptr, &scorer));
+    feed(recent, c, 0, at::randn({1, 2, 8, 4}), hidden);
+    EXPECT_EQ(recent.live_positions(0, 0, 0), (std::vector<int64_t>{1, 3, 6, 7})) << spec;
+  }
   // threshold exp(2): silu(x) >= 2 holds for x = 3, 2.5 and 4 only (silu(2) = 1.76).
-  BudgetedKvCache cut(c, parse_policy("kvzap:scorer=s.safetensors,buffer=0,threshold=7.389"), 4, 8,
-                      LearnedModules(nullptr, &scorer));
+  BudgetedKvCache cut(c,
+                      parse_policy("kvzap:scorer=s.safetensors,buffer=0,window=0,threshold=7.389"),
+                      4, 8, LearnedModules(nullptr, &scorer));
   feed(cut, c, 0, at::randn({1, 2, 8, 4}), hidden);
   EXPECT_EQ(cut.live_positions(0, 0, 0), (std::vector<int64_t>{1, 3, 7}));
   // The kind and the file are checked.
