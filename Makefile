@@ -74,7 +74,8 @@ $(DEMO)/shards/prep.json: $(DEMO)/base.sha256 $(DEMO)/data/synth.json
 	$(RETAIN) prep --config $(DEMO_RECIPES)/prep.yaml --tokenizer $(DEMO_BASE) \
 	  --input $(DEMO)/data/train.jsonl --out $(DEMO)/shards
 
-$(DEMO)/%.safetensors: $(DEMO)/shards/prep.json
+# A gate or scorer run is redone when its recipe changes too.
+$(DEMO)/%.safetensors: $(DEMO)/shards/prep.json $(DEMO_RECIPES)/%.yaml
 	rm -rf $(DEMO)/$*-run
 	$(RETAIN) train $(DEMO_RECIPES)/$*.yaml run.dir=$(DEMO)/$*-run \
 	  model.path=$(DEMO_BASE) data.shards=$(DEMO)/shards $(GATES_FLAGS)
