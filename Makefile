@@ -69,7 +69,7 @@ $(DEMO)/data/synth.json:
 
 # A step that runs again (a new base, new data) starts from nothing: prep refuses a non-empty
 # directory, and a gate run would resume from the old base's checkpoints.
-$(DEMO)/shards/prep.json: $(DEMO)/base.sha256 $(DEMO)/data/synth.json
+$(DEMO)/shards/prep.json: $(DEMO)/base.sha256 $(DEMO)/data/synth.json $(DEMO_RECIPES)/prep.yaml
 	rm -rf $(DEMO)/shards
 	$(RETAIN) prep --config $(DEMO_RECIPES)/prep.yaml --tokenizer $(DEMO_BASE) \
 	  --input $(DEMO)/data/train.jsonl --out $(DEMO)/shards
