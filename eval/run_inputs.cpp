@@ -1,5 +1,6 @@
 #include "eval/run_inputs.h"
 
+#include <algorithm>
 #include <system_error>
 
 #include "core/error.h"
@@ -33,6 +34,13 @@ void differences(const std::string& what, const Json& before, const Json& now,
   }
 }
 
+// The running executable's stamp: a rebuilt retain (its size or time) reads as another build.
+std::string running_build_stamp() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("unknown") : file_stamp(exe);
+}
+
 }  // namespace
 
 Json sweep_inputs(const Json& config, const std::vector<fs::path>& shared_files,
@@ -47,7 +55,10 @@ Json sweep_inputs(const Json& config, const std::vector<fs::path>& shared_files,
     for (const auto& path : paths) stamp_into(own, path);
     per_policy[spec] = own;
   }
-  return {{"options", options}, {"files", files}, {"policy_files", per_policy}};
+  return {{"options", options},
+          {"files", files},
+          {"policy_files", per_policy},
+          {"retain_builds", Json::array({running_build_stamp()})}};
 }
 
 void check_and_record_sweep_inputs(const fs::path& out, const Json& inputs, bool check_options) {
@@ -78,6 +89,15 @@ void check_and_record_sweep_inputs(const fs::path& out, const Json& inputs, bool
                  " to redo every prediction");
     for (const auto& [spec, files] : old_policies.items())
       if (!merged["policy_files"].contains(spec)) merged["policy_files"][spec] = files;
+    // Another build's predictions stay (most rebuilds change no answer), said every time they do.
+    Json builds = before.value("retain_builds", Json::array());
+    for (const auto& build : inputs.at("retain_builds"))
+      if (std::find(builds.begin(), builds.end(), build) == builds.end()) builds.push_back(build);
+    if (builds.size() > 1)
+      log_warn(predictions.string(), ": resuming keeps predictions written by ", builds.size() - 1,
+               " other build(s) of retain; a changed policy default or metric would give other ",
+               "answers: delete it to redo every prediction with this build");
+    merged["retain_builds"] = builds;
   }
   write_text_file_atomic(record, merged.dump(1) + "\n");
 }

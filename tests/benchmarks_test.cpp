@@ -95,6 +95,16 @@ TEST(SweepInputs, ResumingWithChangedModelDataOptionsOrGatesIsRefused) {
   fs::remove(out / "inputs.json");
   check_and_record_sweep_inputs(out, inputs(config, {"full"}));
   EXPECT_TRUE(fs::exists(out / "inputs.json"));
+  // Another retain build resumes (a warning), and the record keeps both builds from then on.
+  const Json this_build = inputs(config, {"full"}).at("retain_builds");
+  ASSERT_EQ(this_build.size(), 1u);
+  EXPECT_NE(this_build[0], "unknown");
+  Json rebuilt = inputs(config, {"full"});
+  rebuilt["retain_builds"] = {"size 1, modified 2"};
+  check_and_record_sweep_inputs(out, rebuilt);
+  check_and_record_sweep_inputs(out, inputs(config, {"full"}));
+  const Json record = parse_json(read_text_file(out / "inputs.json"), "inputs.json");
+  EXPECT_EQ(record.at("retain_builds"), Json({this_build[0], "size 1, modified 2"}));
 }
 
 TEST(Synthetic, TasksAreSeededAndHoldTheirAnswers) {
