@@ -31,6 +31,32 @@ std::pair<double, double> wilson_interval_percent(int64_t correct, int64_t total
   return {100 * std::max(0.0, center - half), 100 * std::min(1.0, center + half)};
 }
 
+std::pair<double, double> paired_difference_interval_percent(int64_t both, int64_t only_a,
+                                                             int64_t only_b, int64_t neither) {
+  RETAIN_CHECK(both >= 0 && only_a >= 0 && only_b >= 0 && neither >= 0,
+               "paired counts must not be negative; got ", both, ", ", only_a, ", ", only_b, ", ",
+               neither);
+  const int64_t total = both + only_a + only_b + neither;
+  RETAIN_CHECK(total > 0, "a paired interval needs at least one unit");
+  const double n = static_cast<double>(total);
+  const double a = static_cast<double>(both), b = static_cast<double>(only_a),
+               c = static_cast<double>(only_b), d = static_cast<double>(neither);
+  const double p1 = (a + b) / n, p2 = (a + c) / n;
+  const auto [l1, u1] = wilson_interval_percent(both + only_a, total);
+  const auto [l2, u2] = wilson_interval_percent(both + only_b, total);
+  // The correlation of the pairs: Newcombe's phi of the 2x2 table with his continuity correction
+  // (a positive ad - bc is reduced by n / 2, down to 0), 0 where a margin is empty.
+  const double margins = (a + b) * (c + d) * (a + c) * (b + d);
+  const double ad_bc = a * d - b * c;
+  const double corrected = ad_bc > n / 2 ? ad_bc - n / 2 : (ad_bc >= 0 ? 0.0 : ad_bc);
+  const double phi = margins > 0 ? corrected / std::sqrt(margins) : 0.0;
+  const double down1 = p1 - l1 / 100, up1 = u1 / 100 - p1;
+  const double down2 = p2 - l2 / 100, up2 = u2 / 100 - p2;
+  const double lower = std::sqrt(std::max(0.0, down1 * down1 - 2 * phi * down1 * up2 + up2 * up2));
+  const double upper = std::sqrt(std::max(0.0, up1 * up1 - 2 * phi * up1 * down2 + down2 * down2));
+  return {100 * (p1 - p2 - lower), 100 * (p1 - p2 + upper)};
+}
+
 void write_scores(const fs::path& dir, const std::string& benchmark,
                   const std::vector<ScoreRow>& rows, const Json& run) {
   Json results = Json::array();
@@ -83,8 +109,13 @@ void print_score_table(const std::vector<ScoreRow>& rows, std::vector<std::strin
     std::snprintf(buf, sizeof(buf), "%.2f", r.metrics[column].get<double>());
     std::string out = buf;
     if (r.intervals.contains(column)) {
-      std::snprintf(buf, sizeof(buf), " (%.0f-%.0f)", r.intervals[column][0].get<double>(),
-                    r.intervals[column][1].get<double>());
+      const double lo = r.intervals[column][0].get<double>();
+      const double hi = r.intervals[column][1].get<double>();
+      // A difference's interval crosses zero: signed bounds with a decimal, not "(-5--1)".
+      if (lo < 0)
+        std::snprintf(buf, sizeof(buf), " (%.1f, %.1f)", lo, hi);
+      else
+        std::snprintf(buf, sizeof(buf), " (%.0f-%.0f)", lo, hi);
       out += buf;
     }
     return out;

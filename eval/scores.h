@@ -29,6 +29,15 @@ ScoreRow score_row(std::string policy, std::optional<double> budget, Json aggreg
 // the normal approximation it stays inside [0, 100] and is not empty at 0 or all correct.
 std::pair<double, double> wilson_interval_percent(int64_t correct, int64_t total);
 
+// Newcombe's (1998) hybrid score interval (his method 10) for the difference of two proportions
+// measured on the same units, in percentage points: `both` units right under A and B, `only_a`
+// right under A alone, `only_b` under B alone, `neither`. It combines each side's Wilson interval
+// with the correlation of the pairs (phi, continuity-corrected as he defines it), so it stays
+// inside [-100, 100] and, where A and B agree on most units, is much narrower than the two
+// proportions' own intervals suggest.
+std::pair<double, double> paired_difference_interval_percent(int64_t both, int64_t only_a,
+                                                             int64_t only_b, int64_t neither);
+
 void write_scores(const fs::path& dir, const std::string& benchmark,
                   const std::vector<ScoreRow>& rows, const Json& run = nullptr);
 

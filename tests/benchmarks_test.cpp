@@ -232,6 +232,17 @@ TEST(Synthetic, SweepWritesScoresAndResumes) {
     for (const char* k : {"em", "em_kv", "em_vars", "em_needle", "em_multi", "peak_kv_bytes"})
       EXPECT_TRUE(r["metrics"].contains(k)) << k;
   }
+  // Every cell but the full cache's carries its paired difference to it over the same questions:
+  // its em minus the full cache's, inside its own interval.
+  EXPECT_FALSE(scores["results"][0]["metrics"].contains("em_vs_full"));
+  const double full_em = scores["results"][0]["metrics"]["em"].get<double>();
+  for (size_t i = 1; i < scores["results"].size(); ++i) {
+    const Json& r = scores["results"][i];
+    const double difference = r["metrics"]["em_vs_full"].get<double>();
+    EXPECT_NEAR(difference, r["metrics"]["em"].get<double>() - full_em, 1e-9);
+    EXPECT_LE(r["intervals"]["em_vs_full"][0].get<double>(), difference);
+    EXPECT_GE(r["intervals"]["em_vs_full"][1].get<double>(), difference);
+  }
   // The budgeted runs hold less KV memory at their peak than the full cache.
   EXPECT_LT(scores["results"][1]["metrics"]["peak_kv_bytes"].get<double>(),
             scores["results"][0]["metrics"]["peak_kv_bytes"].get<double>());

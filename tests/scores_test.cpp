@@ -29,6 +29,36 @@ TEST(Scores, WilsonIntervalsMatchNewcombesTable) {
   EXPECT_THROW(wilson_interval_percent(3, 2), Error);
 }
 
+TEST(Scores, PairedDifferenceIntervalsMatchNewcombesMethodTen) {
+  // Fagerland, Lydersen and Laake's worked example of Newcombe's square-and-add interval for
+  // paired data (Cavo et al. 2012; the R package contingencytables prints -0.0621, 95% CI -0.1186
+  // to -0.0046): 59 right under both, 6 under the first alone, 16 under the second alone, 80
+  // under neither.
+  const auto [lo, hi] = paired_difference_interval_percent(59, 6, 16, 80);
+  EXPECT_NEAR(lo, -11.86, 0.006);
+  EXPECT_NEAR(hi, -0.46, 0.006);
+  // Swapping the two sides mirrors the interval.
+  const auto [mirror_lo, mirror_hi] = paired_difference_interval_percent(59, 16, 6, 80);
+  EXPECT_NEAR(mirror_lo, -hi, 1e-9);
+  EXPECT_NEAR(mirror_hi, -lo, 1e-9);
+  // Two sides that agree on every unit: a difference of 0 with a narrow, non-empty interval that
+  // contains it, at either end of the scale too.
+  for (const auto& [both, neither] : {std::pair{300, 102}, std::pair{402, 0}, std::pair{0, 402}}) {
+    const auto [agree_lo, agree_hi] = paired_difference_interval_percent(both, 0, 0, neither);
+    EXPECT_LT(agree_lo, 0) << both;
+    EXPECT_GT(agree_hi, 0) << both;
+    EXPECT_GT(agree_lo, -2) << both;
+    EXPECT_LT(agree_hi, 2) << both;
+  }
+  // Far narrower than either proportion's own interval when most units agree.
+  const auto [narrow_lo, narrow_hi] = paired_difference_interval_percent(200, 4, 14, 184);
+  const auto [own_lo, own_hi] = wilson_interval_percent(204, 402);
+  EXPECT_LT(narrow_hi - narrow_lo, (own_hi - own_lo) / 2);
+  EXPECT_LT(narrow_hi, 0);  // 10 more wrong of 402: a gap the pairs can tell
+  EXPECT_THROW(paired_difference_interval_percent(0, 0, 0, 0), Error);
+  EXPECT_THROW(paired_difference_interval_percent(1, -1, 0, 0), Error);
+}
+
 TEST(Scores, IntervalsTravelFromTheAggregateToEveryOutput) {
   testing::TempDir tmp;
   const fs::path& dir = tmp.path();
@@ -54,6 +84,13 @@ TEST(Scores, IntervalsTravelFromTheAggregateToEveryOutput) {
   print_score_table(rows, {"em"});
   const std::string table = ::testing::internal::GetCapturedStdout();
   EXPECT_NE(table.find("50.00 (25-75)"), std::string::npos) << table;
+  // A difference whose interval reaches below zero prints signed bounds.
+  rows[1].metrics["em_vs_full"] = -2.5;
+  rows[1].intervals["em_vs_full"] = {-4.61, -0.42};
+  ::testing::internal::CaptureStdout();
+  print_score_table(rows, {"em_vs_full"});
+  const std::string differences = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(differences.find("-2.50 (-4.6, -0.4)"), std::string::npos) << differences;
   EXPECT_NE(table.find("25.00"), std::string::npos) << table;
 }
 

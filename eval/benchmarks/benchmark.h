@@ -123,6 +123,12 @@ class Benchmark {
   virtual PlotSpec plot() const = 0;
   // The table's metric columns (empty: every metric).
   virtual std::vector<std::string> table_columns() const { return {}; }
+  // Where the headline metric (plot()'s first panel) is the share of units answered right:
+  // whether this record's unit was. A sweep with the full cache then gives every other cell its
+  // paired difference to it over the same units, "<headline>_vs_full" in percentage points with
+  // Newcombe's 95% interval (eval/scores.h): most units agree, so it is far narrower than the two
+  // scores' own intervals and says whether a gap is one. nullopt: no pairing.
+  virtual std::optional<bool> unit_correct(const Json& /*record*/) const { return std::nullopt; }
 };
 
 int run_sweep(Benchmark& benchmark, const SweepSettings& settings);

@@ -268,6 +268,45 @@ Json inputs_of(const Json& config, const SweepSettings& s) {
   return sweep_inputs(config, shared, own);
 }
 
+// Whether each unit of a cell was answered right, in unit order (nullopt: the benchmark does not
+// pair its units).
+std::optional<std::vector<bool>> unit_outcomes(const Benchmark& benchmark,
+                                               const std::vector<Json>& records) {
+  std::vector<bool> right;
+  for (const auto& record : records) {
+    const std::optional<bool> correct = benchmark.unit_correct(record);
+    if (!correct) return std::nullopt;
+    right.push_back(*correct);
+  }
+  return right;
+}
+
+// "<headline>_vs_full" on every row but the full cache's: the paired difference to it over the
+// same units, with its interval (Benchmark::unit_correct). Nothing without a full-cache row.
+void add_differences_to_full(std::vector<ScoreRow>& rows,
+                             const std::vector<std::optional<std::vector<bool>>>& outcomes,
+                             const std::string& headline) {
+  std::optional<size_t> full;
+  for (size_t r = 0; r < rows.size(); ++r)
+    if (rows[r].policy == "full" && outcomes[r] && !outcomes[r]->empty()) full = r;
+  if (!full) return;
+  const std::vector<bool>& reference = *outcomes[*full];
+  const std::string metric = headline + "_vs_full";
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (r == *full || !outcomes[r]) continue;
+    const std::vector<bool>& own = *outcomes[r];
+    RETAIN_CHECK(own.size() == reference.size(), rows[r].policy, ": ", own.size(),
+                 " units against the full cache's ", reference.size());
+    int64_t counts[2][2] = {{0, 0}, {0, 0}};  // [this policy right][full cache right]
+    for (size_t i = 0; i < own.size(); ++i) ++counts[own[i]][reference[i]];
+    const auto [lo, hi] =
+        paired_difference_interval_percent(counts[1][1], counts[1][0], counts[0][1], counts[0][0]);
+    rows[r].metrics[metric] =
+        100.0 * static_cast<double>(counts[1][0] - counts[0][1]) / static_cast<double>(own.size());
+    rows[r].intervals[metric] = {lo, hi};
+  }
+}
+
 }  // namespace
 
 int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
@@ -311,6 +350,7 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
                 benchmark.unit_name());
   c10::InferenceMode guard;
   std::vector<ScoreRow> rows;
+  std::vector<std::optional<std::vector<bool>>> outcomes;  // per row: unit_correct of each unit
   RETAIN_CHECK(s.batch_size >= 1, command, ": --batch-size must be >= 1, found ", s.batch_size);
   RETAIN_CHECK(s.batch_size == 1 || benchmark.single_generation(), command,
                ": --batch-size must be 1: a unit is several dependent generations");
@@ -381,6 +421,7 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
     for (size_t k = 0; k < n; ++k) {
       std::vector<Json> cell_records;
       for (auto& r : records[k]) cell_records.push_back(std::move(*r));
+      outcomes.push_back(unit_outcomes(benchmark, cell_records));
       rows.push_back(score_row(cells[first + k].policy, cells[first + k].budget,
                                benchmark.aggregate(cell_records)));
     }
@@ -388,6 +429,7 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
   }
   if (m.world) m.world->shutdown();  // rank 0 hosts the store: it waits for the others
   if (!leader) return 0;
+  add_differences_to_full(rows, outcomes, benchmark.plot().panels.front().metric);
   bar->finish();
   const double rate =
       generation_seconds > 0 ? static_cast<double>(generated) / generation_seconds : 0.0;

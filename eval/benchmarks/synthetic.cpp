@@ -178,8 +178,11 @@ class SyntheticBenchmark final : public Benchmark {
     for (const auto& task : o_.tasks) spec.panels.push_back({"em_" + task, task});
     return spec;
   }
+  std::optional<bool> unit_correct(const Json& record) const override {
+    return record.at("correct").get<bool>();
+  }
   std::vector<std::string> table_columns() const override {
-    std::vector<std::string> columns = {"em"};
+    std::vector<std::string> columns = {"em", "em_vs_full"};
     for (const auto& task : o_.tasks) columns.push_back("em_" + task);
     columns.push_back("peak_kv_bytes");
     columns.push_back("max_attended_entries");
