@@ -26,8 +26,8 @@ Json sweep_inputs(const Json& config, const std::vector<fs::path>& shared_files,
 // option is an error that says what changed and how to go on. Predictions of another retain build
 // are kept with a warning (a rebuild need not change an answer, but a changed policy default or
 // metric does; the record lists every build that wrote to the run). Then writes out/inputs.json
-// (with the policies and builds of both runs). A benchmark whose resume keys carry its settings passes
-// `check_options` false: other settings are other keys there.
+// (with the policies and builds of both runs). A benchmark whose resume keys carry its settings
+// passes `check_options` false: other settings are other keys there.
 void check_and_record_sweep_inputs(const fs::path& out, const Json& inputs,
                                    bool check_options = true);
 
