@@ -96,8 +96,11 @@ void write_scores(const fs::path& dir, const std::string& benchmark,
 
 void print_score_table(const std::vector<ScoreRow>& rows, std::vector<std::string> columns) {
   if (rows.empty()) return;
-  if (columns.empty())
-    for (const auto& [name, _] : rows.front().metrics.items()) columns.push_back(name);
+  if (columns.empty())  // every row's metrics: the full cache's row lacks its difference to itself
+    for (const auto& r : rows)
+      for (const auto& [name, _] : r.metrics.items())
+        if (std::find(columns.begin(), columns.end(), name) == columns.end())
+          columns.push_back(name);
   int policy_width = 6;
   for (const auto& r : rows)
     policy_width = std::max(policy_width, static_cast<int>(r.policy.size()));

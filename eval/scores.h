@@ -42,7 +42,7 @@ void write_scores(const fs::path& dir, const std::string& benchmark,
                   const std::vector<ScoreRow>& rows, const Json& run = nullptr);
 
 // Prints the rows as an aligned table on stdout: policy, budget, then `columns` (metric names;
-// empty: every metric of the first row), two decimals, and a metric's 95% interval as
+// empty: every metric of any row), two decimals, and a metric's 95% interval as
 // "(lo-hi)" beside it where the row has one. The policy column is as wide as the longest spec, so
 // "dbtrimkv:buffer=0,gates=..." keeps the table straight.
 void print_score_table(const std::vector<ScoreRow>& rows, std::vector<std::string> columns = {});

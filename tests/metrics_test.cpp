@@ -346,6 +346,15 @@ TEST(LongBenchV2, RunsOnTheOfficialLayoutAndScores) {
   ASSERT_EQ(scores["results"].size(), 2u);
   for (const char* k : {"overall", "easy", "hard", "short", "long"})
     EXPECT_TRUE(scores["results"][0]["metrics"].contains(k)) << k;
+  // knorm beside the full cache: its paired difference over the same questions, inside its interval.
+  const Json& knorm = scores["results"][1];
+  const double difference = knorm["metrics"]["overall_vs_full"].get<double>();
+  EXPECT_NEAR(difference,
+              knorm["metrics"]["overall"].get<double>() -
+                  scores["results"][0]["metrics"]["overall"].get<double>(),
+              0.1);  // the accuracies are rounded to one decimal, the difference is not
+  EXPECT_LE(knorm["intervals"]["overall_vs_full"][0].get<double>(), difference);
+  EXPECT_GE(knorm["intervals"]["overall_vs_full"][1].get<double>(), difference);
   std::ifstream in(dir / "run" / "predictions.jsonl");
   std::string line;
   while (std::getline(in, line))

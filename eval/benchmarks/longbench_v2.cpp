@@ -40,15 +40,19 @@ std::string replace_all(std::string text, const std::string& from, const std::st
 
 }  // namespace
 
+bool longbench_v2_correct(const Json& j, const std::string& where) {
+  const std::string pred = j.contains("response")
+                               ? extract_choice(json_get<std::string>(j, "response", where))
+                               : json_get_optional<std::string>(j, "pred", where).value_or("");
+  return pred == json_get<std::string>(j, "answer", where);
+}
+
 Json longbench_v2_metrics(const std::vector<Json>& records,
                           const std::function<std::string(size_t)>& where) {
   std::map<std::string, std::pair<int64_t, int64_t>> splits;  // split -> (correct, total)
   for (size_t i = 0; i < records.size(); ++i) {
     const Json& j = records[i];
-    const std::string pred = j.contains("response")
-                                 ? extract_choice(json_get<std::string>(j, "response", where(i)))
-                                 : json_get_optional<std::string>(j, "pred", where(i)).value_or("");
-    const bool correct = pred == json_get<std::string>(j, "answer", where(i));
+    const bool correct = longbench_v2_correct(j, where(i));
     const std::string difficulty =
         json_get<std::string>(j, "difficulty", where(i)) == "easy" ? "easy" : "hard";
     std::string length = json_get<std::string>(j, "length", where(i));
@@ -152,6 +156,9 @@ class LongBenchV2 final : public Benchmark {
   Json aggregate(const std::vector<Json>& records) const override {
     return longbench_v2_metrics(records,
                                 [](size_t i) { return str_cat("predictions.jsonl record ", i); });
+  }
+  std::optional<bool> unit_correct(const Json& record) const override {
+    return longbench_v2_correct(record, "predictions.jsonl record");
   }
   PlotSpec plot() const override {
     return {"LongBench v2",

@@ -43,4 +43,8 @@ int run_longbench_v2_eval(const LongBenchV2Options& options);
 Json longbench_v2_metrics(const std::vector<Json>& records,
                           const std::function<std::string(size_t)>& where);
 
+// Whether one such record is answered right (the choice extracted from its response, or its pred,
+// equals its answer): what the accuracy counts, and what a sweep pairs with the full cache's.
+bool longbench_v2_correct(const Json& record, const std::string& where);
+
 }  // namespace retain
