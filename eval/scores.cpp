@@ -57,6 +57,30 @@ std::pair<double, double> paired_difference_interval_percent(int64_t both, int64
   return {100 * (p1 - p2 - lower), 100 * (p1 - p2 + upper)};
 }
 
+void add_differences_to_full(std::vector<ScoreRow>& rows,
+                             const std::vector<std::optional<std::vector<bool>>>& outcomes,
+                             const std::string& headline) {
+  std::optional<size_t> full;
+  for (size_t r = 0; r < rows.size(); ++r)
+    if (rows[r].policy == "full" && outcomes[r] && !outcomes[r]->empty()) full = r;
+  if (!full) return;
+  const std::vector<bool>& reference = *outcomes[*full];
+  const std::string metric = headline + "_vs_full";
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (r == *full || !outcomes[r]) continue;
+    const std::vector<bool>& own = *outcomes[r];
+    RETAIN_CHECK(own.size() == reference.size(), rows[r].policy, ": ", own.size(),
+                 " units against the full cache's ", reference.size());
+    int64_t counts[2][2] = {{0, 0}, {0, 0}};  // [this policy right][full cache right]
+    for (size_t i = 0; i < own.size(); ++i) ++counts[own[i]][reference[i]];
+    const auto [lo, hi] =
+        paired_difference_interval_percent(counts[1][1], counts[1][0], counts[0][1], counts[0][0]);
+    rows[r].metrics[metric] =
+        100.0 * static_cast<double>(counts[1][0] - counts[0][1]) / static_cast<double>(own.size());
+    rows[r].intervals[metric] = {lo, hi};
+  }
+}
+
 void write_scores(const fs::path& dir, const std::string& benchmark,
                   const std::vector<ScoreRow>& rows, const Json& run) {
   Json results = Json::array();

@@ -38,6 +38,15 @@ std::pair<double, double> wilson_interval_percent(int64_t correct, int64_t total
 std::pair<double, double> paired_difference_interval_percent(int64_t both, int64_t only_a,
                                                              int64_t only_b, int64_t neither);
 
+// "<headline>_vs_full" on every row but the full cache's (policy "full"): its paired difference
+// to the full cache over the same units, in percentage points (this row's share right minus the
+// full cache's), with paired_difference_interval_percent's interval. outcomes[r]: whether each
+// unit of row r was answered right, in unit order, or nullopt (a row without them gets nothing);
+// nothing at all without a full-cache row.
+void add_differences_to_full(std::vector<ScoreRow>& rows,
+                             const std::vector<std::optional<std::vector<bool>>>& outcomes,
+                             const std::string& headline);
+
 void write_scores(const fs::path& dir, const std::string& benchmark,
                   const std::vector<ScoreRow>& rows, const Json& run = nullptr);
 

@@ -59,6 +59,35 @@ TEST(Scores, PairedDifferenceIntervalsMatchNewcombesMethodTen) {
   EXPECT_THROW(paired_difference_interval_percent(1, -1, 0, 0), Error);
 }
 
+TEST(Scores, DifferencesToTheFullCachePairTheSameUnits) {
+  // Five units: the full cache answers 1, 2 and 5; h2o answers 1 and 4; random has no outcomes.
+  std::vector<ScoreRow> rows = {score_row("h2o", 0.1, {{"em", 40.0}}),
+                                score_row("full", std::nullopt, {{"em", 60.0}}),
+                                score_row("random", 0.1, {{"em", 0.0}})};
+  const std::vector<std::optional<std::vector<bool>>> outcomes = {
+      std::vector<bool>{true, false, false, true, false},
+      std::vector<bool>{true, true, false, false, true}, std::nullopt};
+  add_differences_to_full(rows, outcomes, "em");
+  // h2o: both right on unit 1, h2o alone on 4, the full cache alone on 2 and 5, neither on 3.
+  EXPECT_DOUBLE_EQ(rows[0].metrics["em_vs_full"].get<double>(), -20.0);
+  const auto [lo, hi] = paired_difference_interval_percent(1, 1, 2, 1);
+  EXPECT_DOUBLE_EQ(rows[0].intervals["em_vs_full"][0].get<double>(), lo);
+  EXPECT_DOUBLE_EQ(rows[0].intervals["em_vs_full"][1].get<double>(), hi);
+  EXPECT_FALSE(rows[1].metrics.contains("em_vs_full"));  // not against itself
+  EXPECT_FALSE(rows[2].metrics.contains("em_vs_full"));  // nothing to pair
+  // Another number of units than the full cache's is an error, not a silent pairing.
+  std::vector<ScoreRow> short_rows = {score_row("h2o", 0.1, {{"em", 0.0}}),
+                                      score_row("full", std::nullopt, {{"em", 0.0}})};
+  EXPECT_ERROR_CONTAINS(
+      add_differences_to_full(short_rows, {std::vector<bool>{true}, std::vector<bool>{true, false}},
+                              "em"),
+      "1 units against the full cache's 2");
+  // Without a full-cache row nothing is added.
+  std::vector<ScoreRow> no_full = {score_row("h2o", 0.1, {{"em", 0.0}})};
+  add_differences_to_full(no_full, {std::vector<bool>{true}}, "em");
+  EXPECT_FALSE(no_full[0].metrics.contains("em_vs_full"));
+}
+
 TEST(Scores, IntervalsTravelFromTheAggregateToEveryOutput) {
   testing::TempDir tmp;
   const fs::path& dir = tmp.path();
