@@ -137,6 +137,14 @@ class Documents:
         n = rng.randint(*parse_range(self.args.facts))
         keys = rng.sample(range(len(KEYS)), n)
         values = [rng.choice(VALUES) for _ in keys]
+        if self.args.shared_values:
+            # A fact's value repeated under another key: a model that answers by elimination
+            # (attending to the values whose key does not match and saying the one left) pushes
+            # down the right value too when it also stands under another key; only a lookup of the
+            # asked key's own value answers these (docs/demo-base.md).
+            for i in range(1, n):
+                if rng.random() < self.args.shared_values:
+                    values[i] = values[rng.randrange(i)]
         if self.args.distinct_questions:
             asked = rng.sample(range(n), min(n, self.args.questions))
         else:
@@ -245,6 +253,44 @@ def grow(model, count, seed):
         config.layer_types = [config.layer_types[0]] * len(layers)
 
 
+def widen(model, heads, seed):
+    """A model with `heads` query heads per layer, each with its own key/value head (grouped
+    heads are repeated: a query head keeps the key and value it read), the new heads' output
+    projections at zero: it computes what the old one did, with more attention to train (the
+    demo's 2 key/value heads are shared by pairs of query heads)."""
+    config = model.config
+    old_heads, old_kv = config.num_attention_heads, config.num_key_value_heads
+    if heads < old_heads:
+        raise SystemExit(f"--widen-heads {heads}: the model already has {old_heads} heads")
+    dim = config.head_dim
+    wide_config = type(config).from_dict({**config.to_dict(), "num_attention_heads": heads,
+                                          "num_key_value_heads": heads})
+    torch.manual_seed(seed + 2)
+    wide = type(model)(wide_config)
+    state = model.state_dict()
+    wide_state = wide.state_dict()  # the new heads keep their fresh initialisation
+    group = old_heads // old_kv
+    for name, tensor in state.items():
+        if ".self_attn." not in name:
+            wide_state[name] = tensor
+            continue
+        rows = wide_state[name].clone()
+        if "q_proj" in name:
+            rows[: old_heads * dim] = tensor
+        elif "k_proj" in name or "v_proj" in name:
+            for h in range(old_heads):
+                kv = h // group
+                rows[h * dim:(h + 1) * dim] = tensor[kv * dim:(kv + 1) * dim]
+        elif "o_proj" in name:
+            rows.zero_()
+            rows[:, : old_heads * dim] = tensor
+        else:
+            raise SystemExit(f"--widen-heads: unexpected attention weight {name}")
+        wide_state[name] = rows
+    wide.load_state_dict(wide_state)
+    return wide
+
+
 def evaluate(model, held):
     """{"all": accuracy, task: accuracy, ...} of the argmax at each answer's first token: "all"
     over the first held-out set (the stage's layout), a task's over --eval-data's documents."""
@@ -293,6 +339,8 @@ def train_stage(args, model=None, progress=False):
     if model.config.vocab_size != sp.get_piece_size():
         raise SystemExit(f"{args.init}: vocabulary {model.config.vocab_size} != the tokenizer's "
                          f"{sp.get_piece_size()}")
+    if args.widen_heads:
+        model = widen(model, args.widen_heads, args.seed)
     if args.insert_layers:
         grow(model, args.insert_layers, args.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.95))
@@ -356,6 +404,9 @@ def stage_parser():
                    "labelled: a one-question document (needle, vars) otherwise never shows what "
                    "follows its answer, and with --lm-weight the model writes on as after a value "
                    "in the context (\"19.\" where exact match wants \"19\")")
+    p.add_argument("--shared-values", type=float, default=0.0, help="chance that a fact takes "
+                   "the value of an earlier fact of its document (under its own key): answering "
+                   "by elimination fails on those, a lookup does not")
     p.add_argument("--filler", type=int, default=0, help="at most N filler sentences (template)")
     p.add_argument("--filler-from", help="a synth train.jsonl to take the filler sentences from")
     p.add_argument("--periodic", type=float, default=0.0, help="share of periodic documents")
@@ -382,6 +433,9 @@ def stage_parser():
     p.add_argument("--init", help="start from this saved model directory (a curriculum's stage)")
     p.add_argument("--insert-layers", type=int, default=0, help="grow the model: insert N "
                    "layers after its first, each a no-op at first (zero output projections)")
+    p.add_argument("--widen-heads", type=int, default=0, help="widen the model's attention to "
+                   "N query heads per layer, each with its own key/value head (the new ones a "
+                   "no-op at first: zero output projections)")
     p.add_argument("--save", help="save the trained model to this directory")
     p.add_argument("--recipe", help="a curriculum recipe: run every stage (needs --out)")
     p.add_argument("--out", help="--recipe: the run directory (stages/, model/)")
@@ -398,6 +452,9 @@ def check_stage(p, args, where):
     for name in ("seq", "batch", "eval_every", "threads"):
         if getattr(args, name) < 1:
             p.error(f"{where}: --{name.replace('_', '-')} must be >= 1, found {getattr(args, name)}")
+    if not 0 <= args.shared_values <= 1 or (args.shared_values and args.format == "jsonl"):
+        p.error(f"{where}: --shared-values is a chance (0 to 1) for a template, pairs or offsets "
+                f"stage, found {args.shared_values} with --format {args.format}")
     if args.steps < 0 or args.questions < 1 or not 0 <= args.periodic <= 1:
         p.error(f"{where}: expected --steps >= 0, --questions >= 1 and --periodic in [0, 1], found "
                 f"{args.steps}, {args.questions}, {args.periodic}")

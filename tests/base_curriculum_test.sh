@@ -117,7 +117,7 @@ echo "ok   a tokenizer without the template's pieces: $(tail -1 piece.log | cut 
 # the same text (BOS first, encoded whole), --no-bos drops only the BOS, a grown model computes
 # what it did before growing, and the learning rate warms up, holds and cools down to a tenth.
 "$python" - "$src/scripts" run/data/tokenizer.model data/train.jsonl > pieces.py.log 2>&1 <<'PY' ||
-import random, sys
+import random, re, sys
 sys.path.insert(0, sys.argv[1])
 import base_curriculum as bc
 import sentencepiece as spm
@@ -165,6 +165,23 @@ for seed in range(20):
     doc, labels, _ = bc.Documents(args, sp).make(random.Random(seed), 0.0, 0.0)
     asked = [doc[i - 2] for i, m in enumerate(labels) if m == bc.ANSWER]  # "hj ?\nAnswer: 79"
     assert len(asked) == 3 and len(set(asked)) == 3, [sp.id_to_piece(k) for k in asked]
+# --shared-values: facts repeat earlier facts' values under their own keys, and every answer is
+# still its key's value. At 1 every fact has the first one's value.
+args.questions, args.facts = 3, "4"
+repeated = 0
+for share, seed in [(1.0, s) for s in range(5)] + [(0.5, s) for s in range(40)]:
+    args.shared_values = share
+    doc, labels, chance = bc.Documents(args, sp).make(random.Random(seed), 0.0, 0.0)
+    text = sp.decode(doc)
+    facts = dict(re.findall(r"Key (\w+): value (\d+)\.", text))
+    assert len(facts) == 4, text  # four facts, each its own key
+    if share == 1.0:
+        assert len(set(facts.values())) == 1 and chance == 1.0, text
+    repeated += len(set(facts.values())) < 4
+    for key, value in re.findall(r"key (\w+)\?\nAnswer: (\d+)", text):
+        assert facts[key] == value, (key, value, text)
+assert 10 < repeated - 5 < 40, repeated  # at 0.5 most documents, not all, repeat a value
+args.shared_values = 0.0
 small = p.parse_args(["--tokenizer", sys.argv[2], "--hidden", "32", "--heads", "2", "--kv-heads",
                       "1", "--head-dim", "16"])
 model = bc.new_model(small, sp.get_piece_size()).eval()
@@ -173,6 +190,11 @@ before = model(x).logits
 bc.grow(model, 2, 0)
 assert model.config.num_hidden_layers == 4 and len(model.model.layers) == 4
 assert torch.equal(model(x).logits, before), "growing changed the model's output"
+# Widening: 2 query heads sharing 1 key/value head become 4, each with its own; same output.
+wide = bc.widen(model, 4, 0).eval()
+assert wide.config.num_attention_heads == 4 and wide.config.num_key_value_heads == 4
+assert wide.model.layers[0].self_attn.k_proj.weight.shape == (64, 32)
+assert torch.allclose(wide(x).logits, before, atol=1e-6), "widening changed the model's output"
 small.steps, small.lr, small.cooldown = 1000, 1.0, 0.2
 lrs = [bc.learning_rate(small, s) for s in range(1000)]
 assert lrs[0] == 1 / 50 and lrs[49] == 1.0 and lrs[799] == 1.0 and abs(lrs[999] - (1 - 0.9 * 199 / 200)) < 1e-9, lrs[::100]
@@ -190,4 +212,5 @@ for case in "withbos template_ids.txt" "run/model plain_ids.txt"; do
     { echo "FAIL $2 differ from retain's ids ($1):"; cat "$2" retain_ids.txt; exit 1; }
 done
 echo "ok   template documents are retain's token ids (with BOS, and without beside add_bos_token" \
-  "false); answer labels, --end-answers, distinct questions, --no-bos, grow and the lr schedule hold"
+  "false); answer labels, --end-answers, distinct questions, shared values, --no-bos, grow, widen" \
+  "and the lr schedule hold"
