@@ -9,6 +9,7 @@
 #include "cli/config_files.h"
 #include "core/cpu_isa.h"
 #include "core/error.h"
+#include "core/heap_reuse.h"
 #include "trainer/launch.h"
 
 namespace {
@@ -45,6 +46,7 @@ int launch_main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   retain::configure_cpu_isa();
+  retain::keep_freed_memory_for_reuse();
   if (argc > 1 && std::string(argv[1]) == "launch") {
     try {
       return launch_main(argc, argv);
