@@ -160,6 +160,40 @@ TEST(RetentionAttentionRef, ZeroLogBetaIsPlainCausalAttention) {
   EXPECT_EQ(out[1].narrow(1, 10, 3).abs().max().item<double>(), 0.0);  // padding rows are zero
 }
 
+// Trained gates reach log beta of -20 and below: most of a block's weights then fall under the
+// smallest normal float, which the fp32 path sends to 0 (kernels/retention_attention.cpp,
+// exp_flushing_denormals_). What it drops must not show: fp32 against fp64, forward and every
+// gradient, attention and retention sum.
+TEST(RetentionAttentionRef, DecayPastTheFloatRangeMatchesDouble) {
+  Batch f = make_batch(4, 2, 8, at::kFloat, 13);
+  // From 0 to -60: weights of every size down to far under 1e-38 in one row.
+  f.log_beta = -60.0 * at::rand(f.log_beta.sizes(), at::kFloat).pow(2);
+  Batch d{f.q.to(at::kDouble),        f.k.to(at::kDouble), f.v.to(at::kDouble),
+          f.log_beta.to(at::kDouble), f.positions,         f.segments};
+  auto weights = at::randn({2, 4, 13, 8}, at::kDouble);
+  auto sum_weights = at::randn({2, 2, 13}, at::kDouble);
+  auto grads = [&](const Batch& b) {
+    std::vector<at::Tensor> in = {b.q.clone().requires_grad_(), b.k.clone().requires_grad_(),
+                                  b.v.clone().requires_grad_(),
+                                  b.log_beta.clone().requires_grad_()};
+    auto out = retention_attention(in[0], in[1], in[2], in[3], b.positions, b.segments, {0, 4, 5});
+    auto sums = retention_sum(in[3], b.positions, b.segments, 5);
+    ((out.to(at::kDouble) * weights).sum() + (sums.to(at::kDouble) * sum_weights).sum()).backward();
+    std::vector<at::Tensor> r = {out.detach(), sums.detach()};
+    for (auto& x : in) r.push_back(x.grad());
+    return r;
+  };
+  auto in_float = grads(f), in_double = grads(d);
+  const char* names[] = {"out", "sum", "dq", "dk", "dv", "dlog_beta"};
+  for (size_t n = 0; n < in_float.size(); ++n) {
+    EXPECT_TRUE(in_float[n].isfinite().all().item<bool>()) << names[n];
+    const double scale = 1 + in_double[n].abs().max().item<double>();
+    EXPECT_LE(max_diff(in_float[n], in_double[n]), 2e-5 * scale) << names[n];
+  }
+  EXPECT_LE(max_diff(in_double[0], naive_attention(d, 1.0 / std::sqrt(8.0))), 1e-10);
+  EXPECT_LE(max_diff(in_double[1], naive_sum(d)), 1e-12);
+}
+
 TEST(RetentionAttentionRef, RejectsBadShapes) {
   Batch b = make_batch(4, 2, 8, at::kFloat, 1);
   EXPECT_ERROR_CONTAINS(
