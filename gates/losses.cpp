@@ -89,25 +89,28 @@ LossSums base_loss_sums(const Decoder& model, const at::Tensor& student_hidden,
   auto next_ids = at::cat({ids.narrow(1, 1, t - 1), at::zeros({b, 1}, ids.options())}, 1);
 
   LossSums sums;
-  sums.tokens = targets_mask.sum().item<int64_t>();
-  auto flat_s = student_hidden.reshape({b * t, d});
-  auto flat_t =
-      teacher_hidden.defined() ? teacher_hidden.reshape({b * t, d}).detach() : at::Tensor();
-  auto flat_mask = targets_mask.reshape({-1}).to(at::kFloat);
-  auto flat_next = next_ids.reshape({-1});
+  // Only the labelled positions get logits: with answer labels (the demo's gates) that is a few
+  // dozen of a row's thousand tokens, and the (tokens, vocab) products and softmaxes of the rest
+  // were most of the loss's time. Their terms were multiplied by zero before, so the sums are the
+  // same (added in another order).
+  auto rows = targets_mask.reshape({-1}).nonzero().squeeze(1);
+  sums.tokens = rows.size(0);
+  auto flat_s = student_hidden.reshape({b * t, d}).index_select(0, rows);
+  auto flat_t = teacher_hidden.defined()
+                    ? teacher_hidden.reshape({b * t, d}).detach().index_select(0, rows)
+                    : at::Tensor();
+  auto flat_next = next_ids.reshape({-1}).index_select(0, rows);
   auto zero = student_hidden.sum() * 0;  // keeps sums attached to the graph even if empty
   at::Tensor fwkl = zero, rvkl = zero, ntp = zero;
-  for (int64_t start = 0; start < b * t; start += logit_block) {
-    const int64_t n = std::min(logit_block, b * t - start);
-    auto mask_b = flat_mask.narrow(0, start, n);
-    if (mask_b.sum().item<double>() == 0) continue;
+  for (int64_t start = 0; start < sums.tokens; start += logit_block) {
+    const int64_t n = std::min(logit_block, sums.tokens - start);
     auto teacher_b = flat_t.defined() ? flat_t.narrow(0, start, n) : at::Tensor();
     auto targets = flat_next.narrow(0, start, n);
     // Each block's three sums come out of one checkpointed function of the student's hidden
     // states, so only (n, d) activations are kept per block.
     auto block_losses = checkpoint(
         // By value: this runs again in the backward pass, after this function returned.
-        [&model, terms, teacher_b, mask_b, targets](const at::Tensor& h) {
+        [&model, terms, teacher_b, targets](const at::Tensor& h) {
           auto logp_s = at::log_softmax(model.logits(h), -1);  // (n, V) fp32
           std::vector<at::Tensor> parts;
           at::Tensor logp_t;
@@ -115,13 +118,9 @@ LossSums base_loss_sums(const Decoder& model, const at::Tensor& student_hidden,
             at::NoGradGuard no_grad;
             logp_t = at::log_softmax(model.logits(teacher_b), -1);
           }
-          parts.push_back(terms.fwkl ? ((logp_t.exp() * (logp_t - logp_s)).sum(-1) * mask_b).sum()
-                                     : h.sum() * 0);
-          parts.push_back(terms.rvkl ? ((logp_s.exp() * (logp_s - logp_t)).sum(-1) * mask_b).sum()
-                                     : h.sum() * 0);
-          parts.push_back(terms.ntp
-                              ? (-logp_s.gather(1, targets.unsqueeze(1)).squeeze(1) * mask_b).sum()
-                              : h.sum() * 0);
+          parts.push_back(terms.fwkl ? (logp_t.exp() * (logp_t - logp_s)).sum() : h.sum() * 0);
+          parts.push_back(terms.rvkl ? (logp_s.exp() * (logp_s - logp_t)).sum() : h.sum() * 0);
+          parts.push_back(terms.ntp ? -logp_s.gather(1, targets.unsqueeze(1)).sum() : h.sum() * 0);
           return at::stack(parts);
         },
         flat_s.narrow(0, start, n));
