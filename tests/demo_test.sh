@@ -25,8 +25,8 @@ work = sys.argv[1]
 scores = json.load(open(f"{work}/scores.json"))
 rows = {(r["policy"].split(":")[0], r["budget"]): r for r in scores["results"]}
 policies = {p for p, _ in rows}
-want = {"full", "streaming", "h2o", "snapkv", "sagekv", "random", "importance", "trimkv", "dbtrimkv",
-        "locret", "kvzap"}
+want = {"full", "streaming", "h2o", "snapkv", "sagekv", "random", "importance", "knorm", "trimkv",
+        "dbtrimkv", "locret", "kvzap"}
 assert policies == want, f"policies {sorted(policies)} != {sorted(want)}"
 full = rows[("full", None)]["metrics"]
 # The committed base with its full cache on this reduced set (16 questions per task at 300 words;
