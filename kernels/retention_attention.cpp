@@ -178,6 +178,24 @@ struct RetentionAttentionFunction : public torch::autograd::Function<RetentionAt
   }
 };
 
+// The terms beta_i^(pos_t - pos_i) of the retention sum for tokens t in [ts, te) and i in
+// [is, ie), 0 where i is not visible to t, and the distances: (B, Hk, tt, ti) and (B, 1, tt, ti).
+struct RetentionTerms {
+  at::Tensor terms, distance;
+};
+RetentionTerms retention_terms(const at::Tensor& lb, const at::Tensor& positions,
+                               const at::Tensor& segments, int64_t ts, int64_t te, int64_t is,
+                               int64_t ie) {
+  auto mask = block_mask(segments, ts, te, is, ie).squeeze(1);
+  auto distance = block_distance(positions, ts, te, is, ie, lb.scalar_type()).squeeze(1);
+  // Masked terms (other documents, later tokens: a negative distance) go to -inf before the exp,
+  // not after it, where they could overflow.
+  auto terms =
+      (distance * lb.narrow(2, is, ie - is).unsqueeze(2)).masked_fill_(mask.logical_not(), kNegInf);
+  exp_flushing_denormals_(terms);
+  return {terms, distance};
+}
+
 struct RetentionSumFunction : public torch::autograd::Function<RetentionSumFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& log_beta,
                             const at::Tensor& positions, const at::Tensor& segments,
@@ -189,15 +207,8 @@ struct RetentionSumFunction : public torch::autograd::Function<RetentionSumFunct
       const int64_t te = std::min(t, ts + block);
       for (int64_t is = 0; is < te; is += block) {
         const int64_t ie = std::min(te, is + block);
-        auto mask = block_mask(segments, ts, te, is, ie).squeeze(1);  // (B, 1, tt, ti)
-        auto distance = block_distance(positions, ts, te, is, ie, lb.scalar_type())
-                            .squeeze(1);  // (B, 1, tt, ti)
-        // Masked terms (other documents, later tokens: a negative distance) go to -inf before the
-        // exp, not after it, where they could overflow.
-        auto terms = (distance * lb.narrow(2, is, ie - is).unsqueeze(2))
-                         .masked_fill_(mask.logical_not(), kNegInf);
-        exp_flushing_denormals_(terms);
-        sum.narrow(2, ts, te - ts).add_(terms.sum(-1));
+        sum.narrow(2, ts, te - ts)
+            .add_(retention_terms(lb, positions, segments, ts, te, is, ie).terms.sum(-1));
       }
     }
     ctx->save_for_backward({lb, positions, segments});
@@ -217,11 +228,7 @@ struct RetentionSumFunction : public torch::autograd::Function<RetentionSumFunct
       auto ds = d_sum.narrow(2, ts, te - ts).unsqueeze(-1);  // (B, Hk, tt, 1)
       for (int64_t is = 0; is < te; is += block) {
         const int64_t ie = std::min(te, is + block);
-        auto mask = block_mask(segments, ts, te, is, ie).squeeze(1);
-        auto distance = block_distance(positions, ts, te, is, ie, lb.scalar_type()).squeeze(1);
-        auto terms = (distance * lb.narrow(2, is, ie - is).unsqueeze(2))
-                         .masked_fill_(mask.logical_not(), kNegInf);
-        exp_flushing_denormals_(terms);
+        auto [terms, distance] = retention_terms(lb, positions, segments, ts, te, is, ie);
         // d/d lb_i of exp(dist * lb_i) = dist * exp(dist * lb_i).
         dlb.narrow(2, is, ie - is).add_((ds * distance * terms).sum(2));
       }
