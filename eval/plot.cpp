@@ -158,9 +158,27 @@ void dashed(cairo_t* cr, bool on) {
   cairo_set_dash(cr, on ? dash : nullptr, on ? 2 : 0, 0);
 }
 
-void marker(cairo_t* cr, double x, double y, double r) {
+// A series' marker: a circle for the first ten series (one per palette colour), then a square,
+// then a triangle, so two series that share a colour (a sweep of 11-30 policies: the demo has
+// 11 budgeted ones) still differ.
+enum class Shape { kCircle, kSquare, kTriangle };
+
+void marker(cairo_t* cr, double x, double y, double r, Shape shape) {
   cairo_new_sub_path(cr);
-  cairo_arc(cr, x, y, r, 0, 2 * M_PI);
+  switch (shape) {
+    case Shape::kCircle:
+      cairo_arc(cr, x, y, r, 0, 2 * M_PI);
+      break;
+    case Shape::kSquare:
+      cairo_rectangle(cr, x - r, y - r, 2 * r, 2 * r);
+      break;
+    case Shape::kTriangle:
+      cairo_move_to(cr, x, y - 1.3 * r);
+      cairo_line_to(cr, x + 1.2 * r, y + 0.9 * r);
+      cairo_line_to(cr, x - 1.2 * r, y + 0.9 * r);
+      cairo_close_path(cr);
+      break;
+  }
   cairo_fill(cr);
 }
 
@@ -175,6 +193,7 @@ void error_bar(cairo_t* cr, double x, double y0, double y1) {
 struct Series {
   std::string label;
   Rgb color;
+  Shape shape = Shape::kCircle;
   std::vector<const ScoreRow*> rows;  // budgeted rows, by budget
 };
 
@@ -190,13 +209,15 @@ Layout layout(const std::vector<ScoreRow>& rows) {
   const auto labels = short_policy_labels(specs);
   Layout out;
   for (const auto& spec : specs) {
-    Series s{labels.at(spec), {}, {}};
+    Series s{labels.at(spec), {}, Shape::kCircle, {}};
     for (const auto& r : rows)
       if (r.policy == spec) (r.budget ? s.rows : out.full).push_back(&r);
     if (s.rows.empty()) continue;
     std::sort(s.rows.begin(), s.rows.end(),
               [](const ScoreRow* a, const ScoreRow* b) { return *a->budget < *b->budget; });
-    s.color = kPalette[out.series.size() % std::size(kPalette)];
+    const size_t n = out.series.size(), colours = std::size(kPalette);
+    s.color = kPalette[n % colours];
+    s.shape = static_cast<Shape>(std::min<size_t>(n / colours, 2));
     out.series.push_back(std::move(s));
   }
   return out;
@@ -219,7 +240,7 @@ void legend(cairo_t* cr, const Layout& l, double x, double y) {
     set_color(cr, s.color);
     cairo_move_to(cr, x, y - 4), cairo_line_to(cr, x + 22, y - 4);
     cairo_stroke(cr);
-    marker(cr, x + 11, y - 4, 2.6);
+    marker(cr, x + 11, y - 4, 2.6, s.shape);
     set_color(cr, {0, 0, 0});
     text(cr, x + 28, y, s.label, 11);
     y += 17;
@@ -308,7 +329,7 @@ void draw_panel(cairo_t* cr, const Layout& l, const PlotPanel& panel, const Axis
     cairo_stroke(cr);
     for (const auto& p : pts) {
       const double x = xa.map(p.x, x0, x1);
-      marker(cr, x, ya.map(p.y, y1, y0), 2.8);
+      marker(cr, x, ya.map(p.y, y1, y0), 2.8, s.shape);
       if (p.interval)
         error_bar(cr, x, ya.map(p.interval->first, y1, y0), ya.map(p.interval->second, y1, y0));
     }
@@ -394,7 +415,7 @@ void draw_memory_figure(cairo_t* cr, const Layout& l, const PlotSpec& spec, int 
       auto v = get(r, metric);
       if (!m || !v || *m <= 0) continue;
       const double x = xa.map(*m, x0, x1);
-      marker(cr, x, ya.map(*v, y1, y0), 2.8);
+      marker(cr, x, ya.map(*v, y1, y0), 2.8, s.shape);
       if (auto iv = interval_of(*r, metric))
         error_bar(cr, x, ya.map(iv->first, y1, y0), ya.map(iv->second, y1, y0));
     }
