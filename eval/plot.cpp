@@ -158,10 +158,7 @@ void dashed(cairo_t* cr, bool on) {
   cairo_set_dash(cr, on ? dash : nullptr, on ? 2 : 0, 0);
 }
 
-// A series' marker: a circle for the first ten series (one per palette colour), then a square,
-// then a triangle, so two series that share a colour (a sweep of 11-30 policies: the demo has
-// 11 budgeted ones) still differ.
-enum class Shape { kCircle, kSquare, kTriangle };
+using Shape = MarkerShape;
 
 void marker(cairo_t* cr, double x, double y, double r, Shape shape) {
   cairo_new_sub_path(cr);
@@ -215,9 +212,9 @@ Layout layout(const std::vector<ScoreRow>& rows) {
     if (s.rows.empty()) continue;
     std::sort(s.rows.begin(), s.rows.end(),
               [](const ScoreRow* a, const ScoreRow* b) { return *a->budget < *b->budget; });
-    const size_t n = out.series.size(), colours = std::size(kPalette);
-    s.color = kPalette[n % colours];
-    s.shape = static_cast<Shape>(std::min<size_t>(n / colours, 2));
+    const SeriesStyle style = series_style(out.series.size());
+    s.color = {style.r, style.g, style.b};
+    s.shape = style.shape;
     out.series.push_back(std::move(s));
   }
   return out;
@@ -484,6 +481,14 @@ std::map<std::string, std::string> short_policy_labels(const std::vector<std::st
     }
   }
   return labels;
+}
+
+SeriesStyle series_style(size_t index) {
+  // Two series sharing a colour (a sweep of 11-30 policies; the demo has 11 budgeted ones) differ
+  // in their markers.
+  const size_t colours = std::size(kPalette);
+  const Rgb c = kPalette[index % colours];
+  return {c.r, c.g, c.b, static_cast<MarkerShape>(std::min<size_t>(index / colours, 2))};
 }
 
 void write_score_plots(const fs::path& dir, const std::vector<ScoreRow>& rows,

@@ -7,6 +7,7 @@
 // Legends use short policy names (short_policy_labels).
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <string>
 #include <vector>
@@ -30,6 +31,16 @@ struct PlotSpec {
 
 void write_score_plots(const fs::path& dir, const std::vector<ScoreRow>& rows,
                        const PlotSpec& spec);
+
+// How the i-th policy of a figure is drawn: a colour of Tableau 10 and a marker; past the ten
+// colours the markers change (a circle for the first ten series, then a square, then a triangle),
+// so every pair of up to 30 series differs.
+enum class MarkerShape { kCircle, kSquare, kTriangle };
+struct SeriesStyle {
+  double r, g, b;
+  MarkerShape shape;
+};
+SeriesStyle series_style(size_t index);
 
 // Legend names for policy specs: the policy's name alone where no other spec shares it, else the
 // name and the arguments that tell the specs of that name apart (a gate file by its stem), e.g.

@@ -1,7 +1,9 @@
 // The results every evaluation writes: intervals, the score files, the figures and their legend
 // names.
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <tuple>
 
 #include "core/json.h"
 #include "eval/plot.h"
@@ -175,6 +177,20 @@ TEST(Plot, WritesSmallMultiplesAndTheMemoryFigureAsPngAndSvg) {
     EXPECT_FALSE(fs::exists(dir / (stem + ".png.tmp"))) << stem;
   }
   EXPECT_THROW(write_score_plots(dir, rows, {"t", "y", {}, ""}), Error);
+}
+
+// The demo draws 11 budgeted policies against a palette of 10 colours: the eleventh shares the
+// first one's colour and must differ in its marker. Every pair of the first 30 series differs.
+TEST(Plot, SeriesPastThePaletteDifferInTheirMarkers) {
+  auto key = [](const SeriesStyle& s) {
+    return std::tuple{s.r, s.g, s.b, static_cast<int>(s.shape)};
+  };
+  std::set<std::tuple<double, double, double, int>> seen;
+  for (size_t i = 0; i < 30; ++i) EXPECT_TRUE(seen.insert(key(series_style(i))).second) << i;
+  const SeriesStyle first = series_style(0), eleventh = series_style(10);
+  EXPECT_EQ(std::tuple(first.r, first.g, first.b), std::tuple(eleventh.r, eleventh.g, eleventh.b));
+  EXPECT_EQ(first.shape, MarkerShape::kCircle);
+  EXPECT_EQ(eleventh.shape, MarkerShape::kSquare);
 }
 
 }  // namespace
