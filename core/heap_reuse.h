@@ -3,9 +3,10 @@
 // with a fresh mmap and unmaps it on free, and trims the heap's free top past 2x that: LibTorch
 // on the CPU allocates and frees such blocks for every op (attention scores, eviction
 // bookkeeping), so each op paid for page faults and zeroed pages. Measured on the 2-core dev
-// machine (2026-11-26, the demo's sweep, 288 answers per policy): h2o 15.5 -> 27.9 answers/s,
-// streaming 30 -> 39; the kernel's share of the time was 18%. The cost is a peak RSS that stays
-// (freed memory is kept): 740 -> 871 MB on that run.
+// machine (2026-11-26, the demo's sweep, 288 answers per policy): h2o 15.5 -> 26.7 answers/s,
+// streaming 30.4 -> 39.1, dbtrimkv 25.4 -> 31.0 (the kernel's share of the time had been 18%); a
+// demo gate run 165 -> 152 s. The cost is a peak RSS that stays (freed memory is kept): 740 ->
+// 890 MB on the h2o run.
 #pragma once
 
 namespace retain {
