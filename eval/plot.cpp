@@ -158,18 +158,16 @@ void dashed(cairo_t* cr, bool on) {
   cairo_set_dash(cr, on ? dash : nullptr, on ? 2 : 0, 0);
 }
 
-using Shape = MarkerShape;
-
-void marker(cairo_t* cr, double x, double y, double r, Shape shape) {
+void marker(cairo_t* cr, double x, double y, double r, MarkerShape shape) {
   cairo_new_sub_path(cr);
   switch (shape) {
-    case Shape::kCircle:
+    case MarkerShape::kCircle:
       cairo_arc(cr, x, y, r, 0, 2 * M_PI);
       break;
-    case Shape::kSquare:
+    case MarkerShape::kSquare:
       cairo_rectangle(cr, x - r, y - r, 2 * r, 2 * r);
       break;
-    case Shape::kTriangle:
+    case MarkerShape::kTriangle:
       cairo_move_to(cr, x, y - 1.3 * r);
       cairo_line_to(cr, x + 1.2 * r, y + 0.9 * r);
       cairo_line_to(cr, x - 1.2 * r, y + 0.9 * r);
@@ -190,7 +188,7 @@ void error_bar(cairo_t* cr, double x, double y0, double y1) {
 struct Series {
   std::string label;
   Rgb color;
-  Shape shape = Shape::kCircle;
+  MarkerShape shape;
   std::vector<const ScoreRow*> rows;  // budgeted rows, by budget
 };
 
@@ -206,7 +204,7 @@ Layout layout(const std::vector<ScoreRow>& rows) {
   const auto labels = short_policy_labels(specs);
   Layout out;
   for (const auto& spec : specs) {
-    Series s{labels.at(spec), {}, Shape::kCircle, {}};
+    Series s{labels.at(spec), {}, MarkerShape::kCircle, {}};
     for (const auto& r : rows)
       if (r.policy == spec) (r.budget ? s.rows : out.full).push_back(&r);
     if (s.rows.empty()) continue;

@@ -90,9 +90,8 @@ LossSums base_loss_sums(const Decoder& model, const at::Tensor& student_hidden,
 
   LossSums sums;
   // Only the labelled positions get logits: with answer labels (the demo's gates) that is a few
-  // dozen of a row's thousand tokens, and the (tokens, vocab) products and softmaxes of the rest
-  // were most of the loss's time. Their terms were multiplied by zero before, so the sums are the
-  // same (added in another order).
+  // dozen of a row's thousand tokens, and unlabelled positions add nothing to any term, so their
+  // (tokens, vocab) products and softmaxes would be wasted.
   auto rows = targets_mask.reshape({-1}).nonzero().squeeze(1);
   sums.tokens = rows.size(0);
   auto flat_s = student_hidden.reshape({b * t, d}).index_select(0, rows);

@@ -167,11 +167,12 @@ TEST(RetentionAttentionRef, ZeroLogBetaIsPlainCausalAttention) {
 TEST(RetentionAttentionRef, DecayPastTheFloatRangeMatchesDouble) {
   Batch f = make_batch(4, 2, 8, at::kFloat, 13);
   // From 0 to -60: weights of every size down to far under 1e-38 in one row.
-  f.log_beta = -60.0 * at::rand(f.log_beta.sizes(), at::kFloat).pow(2);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(17);
+  f.log_beta = -60.0 * at::rand(f.log_beta.sizes(), gen, at::kFloat).pow(2);
   Batch d{f.q.to(at::kDouble),        f.k.to(at::kDouble), f.v.to(at::kDouble),
           f.log_beta.to(at::kDouble), f.positions,         f.segments};
-  auto weights = at::randn({2, 4, 13, 8}, at::kDouble);
-  auto sum_weights = at::randn({2, 2, 13}, at::kDouble);
+  auto weights = at::randn({2, 4, 13, 8}, gen, at::kDouble);
+  auto sum_weights = at::randn({2, 2, 13}, gen, at::kDouble);
   auto grads = [&](const Batch& b) {
     std::vector<at::Tensor> in = {b.q.clone().requires_grad_(), b.k.clone().requires_grad_(),
                                   b.v.clone().requires_grad_(),
