@@ -37,6 +37,7 @@ period 2 or 3, which a model predicts by reading the token 1 or 2 back (the firs
 retrieval); every token after the first period is a label.
 """
 import argparse
+import copy
 import hashlib
 import json
 import os
@@ -77,7 +78,7 @@ class Documents:
             raise SystemExit(f"{args.tokenizer}: no BOS piece (retain starts every prompt with one)")
         self.start = [] if args.no_bos else [sp.bos_id()]
         self.answer = self.piece("?\nAnswer:") \
-            if args.format in ("offsets", "template", "jsonl") or args.data else None
+            if args.format in ("offsets", "template", "jsonl", "vars") or args.data else None
         self.newline = None
         if args.end_answers:
             self.newline = sp.piece_to_id("\n")
@@ -134,6 +135,8 @@ class Documents:
         if self.args.format == "jsonl" or (mix_share and rng.random() < mix_share):
             _, ids, mask = rng.choice(self.train_docs)
             return ids, mask, None
+        if self.args.format == "vars":
+            return self.make_vars(rng)
         n = rng.randint(*parse_range(self.args.facts))
         keys = rng.sample(range(len(KEYS)), n)
         values = [rng.choice(VALUES) for _ in keys]
@@ -168,6 +171,42 @@ class Documents:
         text = " ".join(sentences) + "\n" + "".join(
             f"\nQuestion: What is the value of key {KEYS[keys[i]]}?\nAnswer: {values[i]}"
             for i in asked)
+        ids, mask = self.with_answer_labels(self.sp.encode(text))
+        return ids, mask, 1 / len(set(values))
+
+    def make_vars(self, rng):
+        """The harness's vars layout (data/synthetic.cpp): --facts direct assignments "VAR x =
+        N.", one of them the root of a chain of --var-hops "VAR y = VAR x." statements that
+        follow it in order (the others anywhere), and --questions distinct variables asked, each
+        answered by the value its chain resolves to. The harness asks only the chain's end; asking
+        every variable teaches the parts of it: a direct "VAR x" lookup first (the base's key
+        lookup knows the wording "Key x: value N." only), then a hop at a time."""
+        n = rng.randint(*parse_range(self.args.facts))
+        chains = min(n, self.args.chains)
+        hops = [rng.randint(*parse_range(self.args.var_hops)) for _ in range(chains)]
+        names = [KEYS[k] for k in rng.sample(range(len(KEYS)), n + sum(hops))]
+        values = [rng.choice(VALUES) for _ in range(n)]
+        value_of = dict(zip(names, values))
+        sentences, fresh = [], iter(names[n:])
+        for root in range(chains):
+            # A chain's statements keep their order (each after the one it refers to), the next
+            # chain's anywhere among them.
+            chain, name = [f"VAR {names[root]} = {values[root]}."], names[root]
+            for _ in range(hops[root]):
+                next_name = next(fresh)
+                chain.append(f"VAR {next_name} = VAR {name}.")
+                value_of[next_name], name = values[root], next_name
+            slots = sorted(rng.randint(0, len(sentences)) for _ in chain)
+            for offset, (slot, sentence) in enumerate(zip(slots, chain)):
+                sentences.insert(slot + offset, sentence)
+        for i in range(chains, n):
+            sentences.insert(rng.randint(0, len(sentences)), f"VAR {names[i]} = {values[i]}.")
+        for _ in range(rng.randint(0, self.args.filler)):
+            sentences.insert(rng.randint(0, len(sentences)), rng.choice(self.filler))
+        asked = rng.sample(names, min(len(names), self.args.questions))
+        text = " ".join(sentences) + "\n" + "".join(
+            f"\nQuestion: What is the value of VAR {name}?\nAnswer: {value_of[name]}"
+            for name in asked)
         ids, mask = self.with_answer_labels(self.sp.encode(text))
         return ids, mask, 1 / len(set(values))
 
@@ -229,16 +268,22 @@ class Documents:
         return sets
 
 
-def grow(model, count, seed):
+def grow(model, count, seed, copies=False):
     """Inserts `count` decoder layers after the first. Their attention and MLP output projections
     start at zero, so each is the identity on the residual stream and the grown model computes
     what the old one did; training then gives them a use (e.g. resolving one hop of a variable
-    chain in the context before the last layer's lookup)."""
+    chain in the context before the last layer's lookup). With `copies` each is instead a copy of
+    the second layer (the demo's lookup layer): the grown model then computes something else at
+    first, but starts with a working key lookup where a hop needs one, which a no-op layer did
+    not learn in 3,000 steps (docs/demo-base.md, "Vars")."""
     torch.manual_seed(seed + 1)
     config = model.config
     layers = list(model.model.layers)
     fresh = []
     for _ in range(count):
+        if copies:
+            fresh.append(copy.deepcopy(layers[1]))
+            continue
         layer = type(layers[0])(config, 0)
         layer.apply(model._init_weights)  # the model's own initialisation (initializer_range)
         layer.self_attn.o_proj.weight.data.zero_()
@@ -251,6 +296,42 @@ def grow(model, count, seed):
     config.num_hidden_layers = len(layers)
     if getattr(config, "layer_types", None):
         config.layer_types = [config.layer_types[0]] * len(layers)
+
+
+def add_pieces(tokenizer, pieces, out):
+    """Writes `tokenizer` with `pieces` appended as user-defined pieces (always one token each,
+    as synth --tokenizer-pieces makes them) to `out`. Only text that holds a piece changes ids;
+    the others keep theirs, so a trained model grows its vocabulary instead of starting over."""
+    try:
+        from sentencepiece import sentencepiece_model_pb2 as model_pb2  # needs protobuf
+    except ImportError as e:
+        raise SystemExit(f"--add-pieces edits the tokenizer's protobuf: {e} (scripts/setup.sh "
+                         "installs protobuf)")
+    proto = model_pb2.ModelProto()
+    with open(tokenizer, "rb") as f:
+        proto.ParseFromString(f.read())
+    known = {p.piece for p in proto.pieces}
+    for piece in pieces:
+        if piece in known:
+            raise SystemExit(f"--add-pieces: {tokenizer} already has the piece {piece!r}")
+        known.add(piece)
+        new = proto.pieces.add()
+        new.piece, new.score = piece, 0.0
+        new.type = model_pb2.ModelProto.SentencePiece.USER_DEFINED
+    with open(out, "wb") as f:
+        f.write(proto.SerializeToString())
+
+
+def grow_vocabulary(model, old_sp, new_sp):
+    """The model's (tied) embeddings grown to `new_sp`'s pieces: each new piece starts as the mean
+    of the old pieces that spelled it."""
+    old_n, new_n = old_sp.get_piece_size(), new_sp.get_piece_size()
+    table = model.get_input_embeddings().weight.data
+    rows = [table[old_sp.encode(new_sp.id_to_piece(i).replace("▁", " "))].mean(0)
+            for i in range(old_n, new_n)]
+    model.resize_token_embeddings(new_n, mean_resizing=False)
+    model.get_input_embeddings().weight.data[old_n:] = torch.stack(rows)
+    model.config.vocab_size = new_n
 
 
 def widen(model, heads, seed):
@@ -327,22 +408,29 @@ def learning_rate(args, step):
     return lr
 
 
-def train_stage(args, model=None, progress=False):
-    """Trains one stage; returns (model, [(step, scores)])."""
+def train_stage(args, model=None, progress=False, tokenizer_out=None):
+    """Trains one stage; returns (model, [(step, scores)]). With --add-pieces the stage's
+    tokenizer (--tokenizer and the pieces) is written to `tokenizer_out` first."""
     torch.set_num_threads(args.threads)
     sp = spm.SentencePieceProcessor(model_file=args.tokenizer)
+    old_sp = sp
+    if args.add_pieces:
+        add_pieces(args.tokenizer, args.add_pieces, tokenizer_out)
+        sp = spm.SentencePieceProcessor(model_file=tokenizer_out)
     docs = Documents(args, sp)
     torch.manual_seed(args.seed)
     if model is None:
         model = (LlamaForCausalLM.from_pretrained(args.init) if args.init
-                 else new_model(args, sp.get_piece_size()))
-    if model.config.vocab_size != sp.get_piece_size():
+                 else new_model(args, old_sp.get_piece_size()))
+    if model.config.vocab_size != old_sp.get_piece_size():
         raise SystemExit(f"{args.init}: vocabulary {model.config.vocab_size} != the tokenizer's "
-                         f"{sp.get_piece_size()}")
+                         f"{old_sp.get_piece_size()}")
     if args.widen_heads:
         model = widen(model, args.widen_heads, args.seed)
+    if args.add_pieces:
+        grow_vocabulary(model, old_sp, sp)
     if args.insert_layers:
-        grow(model, args.insert_layers, args.seed)
+        grow(model, args.insert_layers, args.seed, copies=args.copy_layers)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.95))
     held = docs.held_out()
     rng = random.Random(args.seed)
@@ -385,7 +473,7 @@ def train_stage(args, model=None, progress=False):
 def stage_parser():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
     p.add_argument("--tokenizer", help="the demo's SentencePiece tokenizer.model")
-    p.add_argument("--format", choices=["template", "pairs", "offsets", "jsonl"],
+    p.add_argument("--format", choices=["template", "pairs", "offsets", "jsonl", "vars"],
                    default="template")
     p.add_argument("--data", help="a synth train.jsonl to train on (--format jsonl, or a --mix "
                    "share of another format's documents)")
@@ -393,6 +481,10 @@ def stage_parser():
     p.add_argument("--mix", type=float, default=0.0, help="share of documents drawn from --data "
                    "(a synth train.jsonl) in a template, pairs or offsets stage")
     p.add_argument("--facts", default="2:6", help="facts per document, N or MIN:MAX")
+    p.add_argument("--var-hops", default="2", help="--format vars: statements in the chain, N or "
+                   "MIN:MAX")
+    p.add_argument("--chains", type=int, default=1, help="--format vars: chains per document "
+                   "(the harness has one; more make a model read the question)")
     p.add_argument("--questions", type=int, default=6, help="questions per document (keys drawn "
                    "with replacement: no answer by elimination)")
     p.add_argument("--distinct-questions", action="store_true", help="each question asks another "
@@ -433,6 +525,11 @@ def stage_parser():
     p.add_argument("--init", help="start from this saved model directory (a curriculum's stage)")
     p.add_argument("--insert-layers", type=int, default=0, help="grow the model: insert N "
                    "layers after its first, each a no-op at first (zero output projections)")
+    p.add_argument("--copy-layers", action="store_true", help="--insert-layers: each inserted "
+                   "layer a copy of the second (the lookup layer) instead of a no-op")
+    p.add_argument("--add-pieces", nargs="+", metavar="PIECE", help="append these user-defined "
+                   "pieces to the tokenizer (written beside the weights: --save, or the stage's "
+                   "directory) and grow the embeddings; e.g. '▁VAR' '▁=' '▁=▁VAR'")
     p.add_argument("--widen-heads", type=int, default=0, help="widen the model's attention to "
                    "N query heads per layer, each with its own key/value head (the new ones a "
                    "no-op at first: zero output projections)")
@@ -447,8 +544,8 @@ def check_stage(p, args, where):
         p.error(f"{where}: --tokenizer is required")
     if args.filler and not args.filler_from:
         p.error(f"{where}: --filler needs --filler-from")
-    if args.filler and args.format != "template":
-        p.error(f"{where}: --filler is for --format template (got --format {args.format})")
+    if args.filler and args.format not in ("template", "vars"):
+        p.error(f"{where}: --filler is for --format template or vars (got --format {args.format})")
     for name in ("seq", "batch", "eval_every", "threads"):
         if getattr(args, name) < 1:
             p.error(f"{where}: --{name.replace('_', '-')} must be >= 1, found {getattr(args, name)}")
@@ -460,6 +557,17 @@ def check_stage(p, args, where):
                 f"{args.steps}, {args.questions}, {args.periodic}")
     if not 0 <= args.cooldown <= 1:
         p.error(f"{where}: --cooldown is a fraction of the steps (0 to 1), found {args.cooldown}")
+    for name, least in (("facts", 1), ("var_hops", 0)):
+        text = str(getattr(args, name))
+        lo, hi = parse_range(text) if re.fullmatch(r"[0-9]+(:[0-9]+)?", text) else (-1, -1)
+        if not least <= lo <= hi:
+            p.error(f"{where}: --{name.replace('_', '-')} {text}: expected N or MIN:MAX with "
+                    f"{least} <= MIN <= MAX")
+    if args.chains < 1:
+        p.error(f"{where}: --chains must be >= 1, found {args.chains}")
+    if args.copy_layers and not args.insert_layers:
+        p.error(f"{where}: --copy-layers is how --insert-layers grows the model; found no "
+                "--insert-layers")
     if args.format == "jsonl" and not (args.data and args.eval_data):
         p.error(f"{where}: --format jsonl needs --data and --eval-data")
     if not 0 <= args.mix <= 1 or (args.mix > 0) != bool(args.data and args.format != "jsonl"):
@@ -480,7 +588,7 @@ def sha256(path):
 
 
 MODEL_KEYS = ("layers", "hidden", "heads", "kv-heads", "head-dim")
-BOOLEAN_FLAGS = ("no-bos", "distinct-questions", "end-answers")
+BOOLEAN_FLAGS = ("no-bos", "distinct-questions", "end-answers", "copy-layers")
 # A committed base's sums (scripts/check_demo_base.sh checks them before the demo reads the base).
 SUM_KEYS = ("sha256", "tokenizer-sha256", "tokenizer-config-sha256")
 
@@ -511,10 +619,10 @@ def resolve_stages(p, cli, recipe):
             if flag in MODEL_KEYS and key in stage:
                 p.error(f"{where}: '{key}' belongs in the recipe's `model` map (a stage starts "
                         "from the previous one's weights)")
-            if flag == "facts" and not (isinstance(value, str) and re.fullmatch(
-                    r"[1-9][0-9]*(:[1-9][0-9]*)?", value)):
+            if flag in ("facts", "var-hops") and not (isinstance(value, str) and re.fullmatch(
+                    r"[0-9]+(:[0-9]+)?", value)):
                 # Unquoted, YAML reads 2:8 as the base-60 integer 128.
-                p.error(f"{where}: facts must be a quoted \"N\" or \"MIN:MAX\", found {value!r}")
+                p.error(f"{where}: {key} must be a quoted \"N\" or \"MIN:MAX\", found {value!r}")
             # Data files are named relative to the run directory, where `make demo-base` writes
             # them.
             if flag in ("data", "eval-data", "filler-from"):
@@ -523,6 +631,12 @@ def resolve_stages(p, cli, recipe):
                 if not isinstance(value, bool):
                     p.error(f"{where}: '{key}' is true or false, found {value!r}")
                 argv += [f"--{flag}"] if value else []
+                continue
+            if flag == "add-pieces":
+                if not (isinstance(value, list) and value
+                        and all(isinstance(v, str) and v for v in value)):
+                    p.error(f"{where}: add-pieces is a list of pieces, found {value!r}")
+                argv += [f"--{flag}", *value]
                 continue
             argv += [f"--{flag}", str(value)]
         args = p.parse_args(argv)
@@ -565,11 +679,15 @@ def run_recipe(p, cli):
     out = cli.out
     os.makedirs(os.path.join(out, "stages"), exist_ok=True)
     tokenizer_digest = sha256(cli.tokenizer)
+    # A stage with add-pieces saves its tokenizer beside its weights; the stages after it (and
+    # the final model) read that one.
+    tokenizer = cli.tokenizer
     model, summary, previous, previous_print = None, [], None, None
     stale = False
     for index, (stage, args) in enumerate(stages):
         stage_dir = os.path.join(out, "stages", f"{index + 1:02d}-{stage['name']}")
         print_ = fingerprint(p, previous_print, stage, args, tokenizer_digest)
+        args.tokenizer = tokenizer
         done = os.path.join(stage_dir, "stage.json")
         record = None
         if not stale and os.path.exists(done):
@@ -583,6 +701,8 @@ def run_recipe(p, cli):
             summary.append(record)
             print(f"stage {index + 1} ({stage['name']}): done, skipped", flush=True)
             previous, previous_print, model = stage_dir, print_, None
+            if args.add_pieces:
+                tokenizer = os.path.join(stage_dir, "tokenizer.model")
             continue
         stale = True  # every later stage starts from new weights
         if model is None and previous:
@@ -590,9 +710,12 @@ def run_recipe(p, cli):
         print(f"stage {index + 1} of {len(stages)} ({stage['name']}): {json.dumps(stage)}",
               flush=True)
         start = time.time()
-        model, history = train_stage(args, model, progress=True)
+        grown = stage_dir + ".tokenizer.tmp"
+        model, history = train_stage(args, model, progress=True, tokenizer_out=grown)
         shutil.rmtree(stage_dir + ".tmp", ignore_errors=True)
         model.save_pretrained(stage_dir + ".tmp")
+        if args.add_pieces:
+            os.replace(grown, os.path.join(stage_dir + ".tmp", "tokenizer.model"))
         record = {"name": stage["name"], "stage": stage, "fingerprint": print_,
                   "seconds": round(time.time() - start),
                   "history": [{"step": s, **scores} for s, scores in history]}
@@ -602,10 +725,13 @@ def run_recipe(p, cli):
         os.replace(stage_dir + ".tmp", stage_dir)
         summary.append(record)
         previous, previous_print = stage_dir, print_
+        if args.add_pieces:
+            tokenizer = os.path.join(stage_dir, "tokenizer.model")
     final = os.path.join(out, "model")
     shutil.rmtree(final + ".tmp", ignore_errors=True)
     shutil.copytree(previous, final + ".tmp", ignore=shutil.ignore_patterns("stage.json"))
-    shutil.copy(cli.tokenizer, os.path.join(final + ".tmp", "tokenizer.model"))
+    shutil.copy(tokenizer, os.path.join(final + ".tmp", "tokenizer.model"))
+    tokenizer_digest = sha256(tokenizer)
     if stages[-1][1].no_bos:
         # A base trained without BOS is prompted without one: retain (and transformers 5) read
         # add_bos_token from tokenizer_config.json beside a lone tokenizer.model.
@@ -637,8 +763,14 @@ def main():
         run_recipe(p, args)
         return
     check_stage(p, args, "arguments")
+    if args.add_pieces and not args.save:
+        p.error("--add-pieces needs --save (the grown tokenizer is saved beside the weights)")
     print(json.dumps(vars(args)), flush=True)
-    model, _ = train_stage(args)
+    tokenizer_out = None
+    if args.add_pieces:
+        os.makedirs(args.save, exist_ok=True)
+        tokenizer_out = os.path.join(args.save, "tokenizer.model")
+    model, _ = train_stage(args, tokenizer_out=tokenizer_out)
     if args.save:
         model.save_pretrained(args.save)
 

@@ -17,6 +17,7 @@ APT_PACKAGES=(
 PIP_PACKAGES=(
   torch==2.11.0 transformers==5.23.0 tokenizers==0.23.3 sentencepiece==0.2.3
   safetensors==0.8.0 numpy==2.4.6 torchvision==0.26.0 pillow==12.0.0 pyarrow==26.0.1 rouge==1.0.1 fuzzywuzzy==0.18.0 six==1.17.0
+  protobuf==7.36.2  # base_curriculum.py --add-pieces edits a SentencePiece model
 )
 
 missing=()

@@ -24,13 +24,15 @@ model: {layers: 2, hidden: 32, heads: 2, kv-heads: 1, head-dim: 16}
 stages:
   - {name: pairs, format: pairs, periodic: 0.5, seq: 48, batch: 4, steps: 6, eval-every: 3}
   - {name: filler, format: template, no-bos: true, facts: "2:3", questions: 2, filler: 2, filler-from: data/train.jsonl, mix: 0.5, data: mix/train.jsonl, eval-data: mix-eval/train.jsonl, lm-weight: 0.5, seq: 160, batch: 4, steps: 4, eval-every: 2}
+  - {name: vars, format: vars, no-bos: true, add-pieces: ["▁VAR", "▁=▁VAR", "▁="], insert-layers: 1, copy-layers: true, facts: "2:3", var-hops: "0:2", questions: 3, eval-data: mix-eval/train.jsonl, seq: 160, batch: 4, steps: 2, eval-every: 2}
 EOF
 run=("$python" "$script" --recipe recipe.yaml --tokenizer run/data/tokenizer.model --out run
   --threads 1)
 "${run[@]}" > first.log 2>&1 || { cat first.log; exit 1; }
 for f in model/config.json model/model.safetensors model/tokenizer.model model/base.json \
   model/tokenizer_config.json \
-  stages/01-pairs/stage.json stages/02-filler/stage.json; do
+  stages/01-pairs/stage.json stages/02-filler/stage.json stages/03-vars/stage.json \
+  stages/03-vars/tokenizer.model; do
   [ -s "run/$f" ] || { echo "FAIL missing run/$f"; cat first.log; exit 1; }
 done
 "$python" - run <<'PY'
@@ -41,9 +43,9 @@ digest = hashlib.sha256(open(f"{run}/model/model.safetensors", "rb").read()).hex
 assert base["sha256"] == digest, (base["sha256"], digest)
 tokenizer = hashlib.sha256(open(f"{run}/model/tokenizer.model", "rb").read()).hexdigest()
 assert base["tokenizer-sha256"] == tokenizer, (base["tokenizer-sha256"], tokenizer)
-assert [s["name"] for s in base["stages"]] == ["pairs", "filler"], base["stages"]
+assert [s["name"] for s in base["stages"]] == ["pairs", "filler", "vars"], base["stages"]
 steps = [[h["step"] for h in s["history"]] for s in base["stages"]]
-assert steps == [[0, 3, 6], [0, 2, 4]], steps
+assert steps == [[0, 3, 6], [0, 2, 4], [0, 2]], steps
 for s in base["stages"]:
     for h in s["history"]:
         assert 0.0 <= h["all"] <= 1.0, h
@@ -55,22 +57,46 @@ assert json.load(open(f"{run}/model/tokenizer_config.json"))["add_bos_token"] is
 config_sum = hashlib.sha256(open(f"{run}/model/tokenizer_config.json", "rb").read()).hexdigest()
 assert base["tokenizer-config-sha256"] == config_sum, (base["tokenizer-config-sha256"], config_sum)
 config = json.load(open(f"{run}/model/config.json"))
-assert config["num_hidden_layers"] == 2 and config["hidden_size"] == 32, config
-print("ok   two stages trained (the second mixed and without BOS); base.json holds their scores and "
-      "the weights' and tokenizer's sha256")
+assert config["num_hidden_layers"] == 3 and config["hidden_size"] == 32, config
+# The vars stage grew the tokenizer by its three pieces (the final model carries that one) and the
+# model by a layer; the stages before it read the corpus's tokenizer.
+import sentencepiece as spm
+grown = spm.SentencePieceProcessor(model_file=f"{run}/model/tokenizer.model")
+plain = spm.SentencePieceProcessor(model_file=f"{run}/data/tokenizer.model")
+assert grown.get_piece_size() == plain.get_piece_size() + 3 == config["vocab_size"], config
+assert [grown.id_to_piece(plain.get_piece_size() + i) for i in range(3)] == ["▁VAR", "▁=▁VAR", "▁="]
+assert open(f"{run}/model/tokenizer.model", "rb").read() == \
+    open(f"{run}/stages/03-vars/tokenizer.model", "rb").read()
+print("ok   three stages trained (the second mixed and without BOS, the third grew the tokenizer "
+      "and a layer); base.json holds their scores and the weights' and tokenizer's sha256")
 PY
 sha_first=$(sha256sum run/model/model.safetensors | cut -d' ' -f1)
 "${run[@]}" > again.log 2>&1 || { cat again.log; exit 1; }
-[ "$(grep -c 'done, skipped' again.log)" = 2 ] || { echo "FAIL re-run trained again"; cat again.log; exit 1; }
+[ "$(grep -c 'done, skipped' again.log)" = 3 ] || { echo "FAIL re-run trained again"; cat again.log; exit 1; }
 [ "$(sha256sum run/model/model.safetensors | cut -d' ' -f1)" = "$sha_first" ] ||
   { echo "FAIL the re-run's model differs"; exit 1; }
-echo "ok   a re-run skips both finished stages and writes the same model"
+echo "ok   a re-run skips every finished stage and writes the same model"
 
 # retain reads the result as any HF Llama checkpoint.
 "$retain" eval synthetic --model run/model --data run/data/heldout.jsonl --policy full \
   --max-new-tokens 4 --out eval > eval.log 2>&1 || { cat eval.log; exit 1; }
 [ -s eval/scores.json ] || { echo "FAIL retain wrote no scores"; exit 1; }
 echo "ok   retain evaluates the trained base"
+# The grown tokenizer's pieces (user-defined, one holding "▁" inside) as retain reads them.
+printf 'VAR tg = 15. VAR kp = VAR tg. A=VAR b  =  VAR\n\nQuestion: What is the value of VAR kp?\nAnswer: 15' \
+  > vars.txt
+"$python" - run/model/tokenizer.model vars.txt > vars_ids.txt <<'PY'
+import sentencepiece as spm, sys
+sp = spm.SentencePieceProcessor(model_file=sys.argv[1])
+ids = sp.encode(open(sys.argv[2]).read())
+assert {sp.piece_to_id(p) for p in ("▁VAR", "▁=▁VAR", "▁=")} <= set(ids), ids  # all three used
+print(",".join(map(str, ids)))
+PY
+"$retain" tokenize --model run/model --file vars.txt --no-chat | grep -o '^[0-9]*' | paste -sd, \
+  > retain_vars_ids.txt
+[ "$(cat retain_vars_ids.txt)" = "$(cat vars_ids.txt)" ] ||
+  { echo "FAIL retain's ids for the grown pieces differ:"; cat vars_ids.txt retain_vars_ids.txt; exit 1; }
+echo "ok   retain tokenizes the grown tokenizer's pieces as sentencepiece does"
 
 # A changed stage is trained again, with every stage after it; the ones before are kept.
 sed 's/steps: 4, eval-every: 2}/steps: 2, eval-every: 2}/' recipe.yaml > changed.yaml
@@ -182,6 +208,27 @@ for share, seed in [(1.0, s) for s in range(5)] + [(0.5, s) for s in range(40)]:
         assert facts[key] == value, (key, value, text)
 assert 10 < repeated - 5 < 40, repeated  # at 0.5 most documents, not all, repeat a value
 args.shared_values = 0.0
+# --format vars: the harness's wording; every asked variable is answered by the value its chain
+# resolves to, each chain statement after the one it refers to; --chains 1 --facts 4 is the
+# harness's layout (a root, its chain, three other direct assignments).
+vargs = p.parse_args(["--tokenizer", sys.argv[2], "--format", "vars", "--facts", "4",
+                      "--var-hops", "0:2", "--chains", "1", "--questions", "9", "--seq", "512"])
+for chains, seed in [(1, s) for s in range(20)] + [(3, s) for s in range(20)]:
+    vargs.chains = chains
+    doc, labels, _ = bc.Documents(vargs, sp).make(random.Random(seed), 0.0, 0.0)
+    text = sp.decode(doc)
+    context = text.split("\n\nQuestion: ")[0]
+    value, seen = {}, []
+    for name, rhs in re.findall(r"VAR (\w+) = (VAR \w+|\d+)\.", context):
+        value[name] = value[rhs[4:]] if rhs.startswith("VAR ") else rhs  # KeyError: out of order
+        seen.append(name)
+    assert len(seen) == len(set(seen)) and context.count("VAR") == len(seen) + context.count("= VAR")
+    assert sum(v.isdigit() for v in re.findall(r"= (\w+)\.", context)) == 4, context
+    if chains == 1:
+        assert len(set(value.values())) <= 4 and len(seen) - 4 <= 2, context
+    asked = re.findall(r"VAR (\w+)\?\nAnswer: (\d+)", text)
+    assert len(asked) == min(9, len(seen)) and all(value[n] == v for n, v in asked), text
+    assert labels.count(bc.ANSWER) == len(asked), labels
 small = p.parse_args(["--tokenizer", sys.argv[2], "--hidden", "32", "--heads", "2", "--kv-heads",
                       "1", "--head-dim", "16"])
 model = bc.new_model(small, sp.get_piece_size()).eval()
@@ -195,6 +242,29 @@ wide = bc.widen(model, 4, 0).eval()
 assert wide.config.num_attention_heads == 4 and wide.config.num_key_value_heads == 4
 assert wide.model.layers[0].self_attn.k_proj.weight.shape == (64, 32)
 assert torch.allclose(wide(x).logits, before, atol=1e-6), "widening changed the model's output"
+# --copy-layers: the inserted layer starts as the second layer's copy. --add-pieces: old text
+# keeps its ids, old pieces their embeddings (the logits over the old vocabulary are unchanged),
+# a new piece's embedding is the mean of those that spelled it.
+copied = bc.new_model(small, sp.get_piece_size()).eval()
+bc.grow(copied, 1, 0, copies=True)
+assert all(torch.equal(a, b) for a, b in zip(copied.model.layers[1].parameters(),
+                                             copied.model.layers[2].parameters()))
+bc.add_pieces(sys.argv[2], ["▁VAR"], "grown.model")
+grown = spm.SentencePieceProcessor(model_file="grown.model")
+template = open("template.txt").read()  # no "VAR" in it
+assert grown.encode(template) == sp.encode(template)
+assert grown.encode("VAR a")[0] == sp.get_piece_size() and grown.decode(grown.encode("VAR a")) == "VAR a"
+before = copied(x).logits
+bc.grow_vocabulary(copied, sp, grown)
+after = copied(x).logits
+assert after.shape[-1] == before.shape[-1] + 1 and torch.allclose(after[..., :-1], before)
+table = copied.get_input_embeddings().weight
+assert torch.allclose(table[-1], table[sp.encode(" VAR")].mean(0))
+try:
+    bc.add_pieces("grown.model", ["▁VAR"], "twice.model")
+    raise AssertionError("a piece added twice")
+except SystemExit as e:
+    assert "already has the piece '▁VAR'" in str(e), e
 small.steps, small.lr, small.cooldown = 1000, 1.0, 0.2
 lrs = [bc.learning_rate(small, s) for s in range(1000)]
 assert lrs[0] == 1 / 50 and lrs[49] == 1.0 and lrs[799] == 1.0 and abs(lrs[999] - (1 - 0.9 * 199 / 200)) < 1e-9, lrs[::100]
@@ -212,5 +282,5 @@ for case in "withbos template_ids.txt" "run/model plain_ids.txt"; do
     { echo "FAIL $2 differ from retain's ids ($1):"; cat "$2" retain_ids.txt; exit 1; }
 done
 echo "ok   template documents are retain's token ids (with BOS, and without beside add_bos_token" \
-  "false); answer labels, --end-answers, distinct questions, shared values, --no-bos, grow, widen" \
-  "and the lr schedule hold"
+  "false); answer labels, --end-answers, distinct questions, shared values, vars chains, --no-bos," \
+  "grow (no-op or copied layers), added pieces, widen and the lr schedule hold"
