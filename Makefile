@@ -82,7 +82,7 @@ $(DEMO)/%.safetensors: $(DEMO)/shards/prep.json $(DEMO_RECIPES)/%.yaml
 	$(RETAIN) export $(DEMO)/$*-run --out $@
 
 # `make demo-base`: the demo's base from nothing, by the curriculum in
-# $(DEMO_RECIPES)/base-curriculum.yaml (docs/demo-base.md; ~70 min on 2 CPU cores). It writes
+# $(DEMO_RECIPES)/base-curriculum.yaml (docs/demo-base.md; ~2.5 h on 2 CPU cores). It writes
 # $(DEMO_BASE_RUN)/model/ (an HF Llama checkpoint, its tokenizer and tokenizer_config.json, and
 # base.json with every stage's scores and the three sha256) and scores it with its full cache on
 # the demo's held-out tasks; finished stages are skipped on a re-run (base_curriculum.py
@@ -103,8 +103,14 @@ $(DEMO_BASE_RUN)/mix-eval/synth.json:
 	$(RETAIN) synth --config $(DEMO_RECIPES)/base-mix.yaml --seed 3 --train-count 32,32 \
 	  --train-words 20:150,300:750 --out $(DEMO_BASE_RUN)/mix-eval
 
+# Short variable chains (1-40 words) of another seed, scored by the stage that teaches them.
+$(DEMO_BASE_RUN)/vars-eval/synth.json:
+	$(RETAIN) synth --config $(DEMO_RECIPES)/base-mix.yaml --train-tasks vars --train-count 256 \
+	  --train-words 1:40 --seed 8 --out $(DEMO_BASE_RUN)/vars-eval
+
 $(DEMO_BASE_RUN)/model/base.json: $(DEMO_BASE_RUN)/data/synth.json \
   $(DEMO_BASE_RUN)/mix/synth.json $(DEMO_BASE_RUN)/mix-eval/synth.json \
+  $(DEMO_BASE_RUN)/vars-eval/synth.json \
   $(DEMO_RECIPES)/base-curriculum.yaml scripts/base_curriculum.py
 	$(PYTHON) scripts/base_curriculum.py --recipe $(DEMO_RECIPES)/base-curriculum.yaml \
 	  --tokenizer $(DEMO_BASE_RUN)/data/tokenizer.model --out $(DEMO_BASE_RUN)

@@ -27,7 +27,12 @@ Formats (--format):
             "hj ?\\nAnswer: 79" (needs the pieces ":_value" and "?\\nAnswer:", synth --tokenizer-pieces)
   jsonl     documents of a `retain synth` train.jsonl (--data; every task in the harness's exact
             wording, filler included), cut to --seq tokens. --mix F draws a share F of a template,
-            pairs or offsets stage's documents from --data instead.
+            pairs, offsets or vars stage's documents from --data instead.
+  vars      the harness's variable chains: "VAR tg = 15. VAR ns = VAR tg. ... Question: What is the
+            value of VAR ns?\nAnswer: 15", every variable (not only the chain's end) asked
+            (--facts direct assignments, --var-hops, --chains, --filler)
+A stage can also grow the model first: --widen-heads (more attention heads), --add-pieces (more
+tokenizer pieces, written beside the weights), --insert-layers (no-op layers, or --copy-layers).
 The loss is on each answer (the tokens after a "?\\nAnswer:" piece up to the first that holds a
 newline: a model must end its answers); the accuracy printed is that of each answer's first token,
 on 64 fixed documents of the stage's layout ("all") and, per task, on --eval-data (a synth file of

@@ -29,6 +29,11 @@ TEST(Scores, WilsonIntervalsMatchNewcombesTable) {
   }
   EXPECT_THROW(wilson_interval_percent(0, 0), Error);
   EXPECT_THROW(wilson_interval_percent(3, 2), Error);
+  // All right or all wrong: the interval holds the score exactly, however the rounding falls.
+  for (int64_t total = 1; total <= 500; ++total) {
+    EXPECT_EQ(wilson_interval_percent(total, total).second, 100.0) << total;
+    EXPECT_EQ(wilson_interval_percent(0, total).first, 0.0) << total;
+  }
 }
 
 TEST(Scores, PairedDifferenceIntervalsMatchNewcombesMethodTen) {
