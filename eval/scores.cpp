@@ -29,7 +29,7 @@ std::pair<double, double> wilson_interval_percent(int64_t correct, int64_t total
   const double center = (p + z * z / (2 * n)) / denominator;
   const double half = z * std::sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator;
   // At 0 or all correct the bound is the score itself; center -/+ half reaches it only up to
-  // rounding (all 88 of 88 gave 99.99999999999999), and an interval must hold its own score.
+  // rounding (66 of 66 gave 99.99999999999999), and an interval must hold its own score.
   const double lo = correct == 0 ? 0.0 : std::max(0.0, center - half);
   const double hi = correct == total ? 1.0 : std::min(1.0, center + half);
   return {100 * lo, 100 * hi};

@@ -181,9 +181,9 @@ class Documents:
 
     def make_vars(self, rng):
         """The harness's vars layout (data/synthetic.cpp): --facts direct assignments "VAR x =
-        N.", one of them the root of a chain of --var-hops "VAR y = VAR x." statements that
-        follow it in order (the others anywhere), and --questions distinct variables asked, each
-        answered by the value its chain resolves to. The harness asks only the chain's end; asking
+        N.", --chains of them (the harness: one) the root of a chain of --var-hops "VAR y = VAR
+        x." statements that follow it in order (the rest anywhere), and --questions distinct
+        variables asked, each answered by the value its chain resolves to. The harness asks only the chain's end; asking
         every variable teaches the parts of it: a direct "VAR x" lookup first (the base's key
         lookup knows the wording "Key x: value N." only), then a hop at a time."""
         n = rng.randint(*parse_range(self.args.facts))
@@ -332,8 +332,13 @@ def grow_vocabulary(model, old_sp, new_sp):
     of the old pieces that spelled it."""
     old_n, new_n = old_sp.get_piece_size(), new_sp.get_piece_size()
     table = model.get_input_embeddings().weight.data
-    rows = [table[old_sp.encode(new_sp.id_to_piece(i).replace("▁", " "))].mean(0)
-            for i in range(old_n, new_n)]
+    rows = []
+    for i in range(old_n, new_n):
+        spelled = old_sp.encode(new_sp.id_to_piece(i).replace("▁", " "))
+        if not spelled:  # an empty piece: nothing to average
+            raise SystemExit(f"--add-pieces: {new_sp.id_to_piece(i)!r} has no old pieces to "
+                             "start its embedding from")
+        rows.append(table[spelled].mean(0))
     model.resize_token_embeddings(new_n, mean_resizing=False)
     model.get_input_embeddings().weight.data[old_n:] = torch.stack(rows)
     model.config.vocab_size = new_n
@@ -484,7 +489,7 @@ def stage_parser():
                    "share of another format's documents)")
     p.add_argument("--eval-data", help="a synth train.jsonl (another --seed) to score per task")
     p.add_argument("--mix", type=float, default=0.0, help="share of documents drawn from --data "
-                   "(a synth train.jsonl) in a template, pairs or offsets stage")
+                   "(a synth train.jsonl) in a template, pairs, offsets or vars stage")
     p.add_argument("--facts", default="2:6", help="facts per document, N or MIN:MAX")
     p.add_argument("--var-hops", default="2", help="--format vars: statements in the chain, N or "
                    "MIN:MAX")
