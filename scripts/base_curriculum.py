@@ -567,14 +567,20 @@ def check_stage(p, args, where):
                 f"{args.steps}, {args.questions}, {args.periodic}")
     if not 0 <= args.cooldown <= 1:
         p.error(f"{where}: --cooldown is a fraction of the steps (0 to 1), found {args.cooldown}")
+    most = {}
     for name, least in (("facts", 1), ("var_hops", 0)):
         text = str(getattr(args, name))
-        lo, hi = parse_range(text) if re.fullmatch(r"[0-9]+(:[0-9]+)?", text) else (-1, -1)
-        if not least <= lo <= hi:
+        lo, most[name] = parse_range(text) if re.fullmatch(r"[0-9]+(:[0-9]+)?", text) else (-1, -1)
+        if not least <= lo <= most[name] <= len(KEYS):
             p.error(f"{where}: --{name.replace('_', '-')} {text}: expected N or MIN:MAX with "
-                    f"{least} <= MIN <= MAX")
+                    f"{least} <= MIN <= MAX <= {len(KEYS)}")
     if args.chains < 1:
         p.error(f"{where}: --chains must be >= 1, found {args.chains}")
+    # A vars document names every variable with its own key.
+    names = most["facts"] + min(most["facts"], args.chains) * most["var_hops"]
+    if args.format == "vars" and names > len(KEYS):
+        p.error(f"{where}: --facts, --chains and --var-hops make up to {names} variables, more "
+                f"than the {len(KEYS)} keys")
     if args.copy_layers and not args.insert_layers:
         p.error(f"{where}: --copy-layers is how --insert-layers grows the model; found no "
                 "--insert-layers")
@@ -651,9 +657,6 @@ def resolve_stages(p, cli, recipe):
             argv += [f"--{flag}", str(value)]
         args = p.parse_args(argv)
         check_stage(p, args, where)
-        lo, hi = parse_range(args.facts)
-        if not 1 <= lo <= hi <= len(KEYS):
-            p.error(f"{where}: facts {args.facts}: expected 1 <= MIN <= MAX <= {len(KEYS)}")
         stages.append((stage, args))
     return stages
 
@@ -720,7 +723,7 @@ def run_recipe(p, cli):
         print(f"stage {index + 1} of {len(stages)} ({stage['name']}): {json.dumps(stage)}",
               flush=True)
         start = time.time()
-        grown = stage_dir + ".tokenizer.tmp"
+        grown = stage_dir + ".tokenizer.tmp" if args.add_pieces else None
         model, history = train_stage(args, model, progress=True, tokenizer_out=grown)
         shutil.rmtree(stage_dir + ".tmp", ignore_errors=True)
         model.save_pretrained(stage_dir + ".tmp")
