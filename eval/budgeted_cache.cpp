@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "dist/collectives.h"
+#include "kernels/cache_cpu.h"
 #include "kernels/decode_attention.h"
 
 namespace retain {
@@ -201,7 +202,7 @@ KvEntries BudgetedKvCache::append(int64_t layer, const at::Tensor& keys, const a
   Layer& l = layers_.at(layer);
   bind_rows(keys.size(0), keys.device());
   if (!l.keys.defined()) allocate(l, keys);
-  const int64_t b = keys.size(0), hk = keys.size(1), n = keys.size(2), d = keys.size(3);
+  const int64_t b = keys.size(0), hk = keys.size(1), n = keys.size(2);
   const int64_t largest_budget = *std::max_element(budgets_.begin(), budgets_.end());
   RETAIN_CHECK(n <= capacity_ - largest_budget - spec_.buffer, "BudgetedKvCache: a step of ", n,
                " tokens exceeds the prefill chunk the cache was sized for");
@@ -209,12 +210,11 @@ KvEntries BudgetedKvCache::append(int64_t layer, const at::Tensor& keys, const a
   // decode returns the whole buffers, where end_static_step made room).
   int64_t longest = static_ ? l.keys.size(2) : l.longest + n;
   if (!static_ && longest > l.keys.size(2)) grow(l, std::max(longest, 2 * l.keys.size(2)));
-  // Slot of each new entry: after the head's live entries.
-  auto slots = l.length.unsqueeze(-1) + at::arange(n, l.length.options());  // (B, Hk, T)
-  l.keys.scatter_(2, slots.unsqueeze(-1).expand({b, hk, n, d}), keys);
-  l.values.scatter_(2, slots.unsqueeze(-1).expand({b, hk, n, d}), values);
-  l.positions.scatter_(2, slots, positions.unsqueeze(1).expand({b, hk, n}).contiguous());
-  l.stat.scatter_(2, slots, l.pending_stat.to(at::kFloat));
+  // The new entries go after each head's live ones.
+  write_at_lengths(l.keys, l.length, keys);
+  write_at_lengths(l.values, l.length, values);
+  write_at_lengths(l.positions, l.length, positions.unsqueeze(1).expand({b, hk, n}));
+  write_at_lengths(l.stat, l.length, l.pending_stat.to(at::kFloat));
   l.length += n;
   if (!static_) l.longest = longest;
   step_positions_ = positions;

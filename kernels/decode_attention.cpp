@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "core/error.h"
+#include "kernels/cache_cpu.h"
 #include "kernels/device_info.h"
 #include "kernels/retention_cuda.h"
 
@@ -91,6 +92,8 @@ at::Tensor compact_cache(const at::Tensor& keys, const at::Tensor& values,
                stat.sizes(), ", ", keep.sizes());
   if (compact_cache_uses_kernel(keys, values, positions, stat))
     return compact_cache_cuda(keys, values, positions, stat, keep);
+  if (compact_cache_uses_cpu_loop(keys, values, positions, stat))
+    return compact_cache_cpu(keys, values, positions, stat, keep);
   return compact_cache_reference(keys, values, positions, stat, keep);
 }
 

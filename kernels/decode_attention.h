@@ -4,7 +4,8 @@
 // `length` slots.
 //
 // decode_attention / compact_cache run the CUDA kernels (decode_attention.cu) on GPU tensors the
-// kernels support, the ATen references otherwise; the references stay callable for the tests.
+// kernels support; compact_cache runs a CPU loop (cache_cpu.h) on CPU tensors with dense rows;
+// the ATen references otherwise. The references stay callable for the tests.
 //
 // Shapes: B sequences, H query heads, Hk KV heads, G = H / Hk, S slots, D head dim.
 #pragma once

@@ -1,5 +1,8 @@
 #include "model/attention.h"
 
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+
 #include <limits>
 
 #include "core/error.h"
@@ -68,17 +71,64 @@ at::Tensor attention_fused(const at::Tensor& q, const at::Tensor& keys, const at
     return at::scaled_dot_product_attention(q, k, v, {}, /*dropout_p=*/0.0, /*is_causal=*/true,
                                             scale, /*enable_gqa=*/g > 1 && !repeat);
   }
+  if (q.is_cpu()) {
+    // The additive mask SDPA would make of the bool one, written in one pass (building the bool
+    // mask, finding its blind rows and converting it were ~15% of a tiny model's CPU sweep).
+    auto bias = attention_bias(q_positions, k_positions, g, window, q.scalar_type());
+    return at::scaled_dot_product_attention(q, k, v, bias, /*dropout_p=*/0.0, /*is_causal=*/false,
+                                            scale, /*enable_gqa=*/g > 1);
+  }
   auto visible = visibility(q_positions, k_positions, b, t, window);
-  // A padding query sees nothing: let it see everything (uniform weights, as the eager path
-  // gives), since a fully masked row would be NaN and NaN values poison later products. The
-  // full-size repair runs only when some row needs it (padding, rarely); on the CPU, where the
-  // check costs no device sync and the pass it saves was ~5% of a tiny model's sweep.
-  auto blind = visible.any(-1, /*keepdim=*/true).logical_not_();
-  if (!q.is_cpu() || blind.any().item<bool>()) visible = visible.logical_or(blind);
+  // A padding query sees nothing: let it see everything (finite weights; the eager path gives
+  // uniform ones), since a fully masked row would be NaN and NaN values poison later products.
+  visible = visible.logical_or(visible.any(-1, /*keepdim=*/true).logical_not_());
   if (g > 1 && visible.size(1) > 1) visible = visible.repeat_interleave(g, 1);
   return at::scaled_dot_product_attention(q, k, v, visible, /*dropout_p=*/0.0,
                                           /*is_causal=*/false, scale,
                                           /*enable_gqa=*/g > 1 && !repeat);
+}
+
+at::Tensor attention_bias(const at::Tensor& q_positions, const at::Tensor& k_positions,
+                          int64_t group, int64_t window, at::ScalarType dtype) {
+  RETAIN_CHECK(q_positions.is_cpu() && k_positions.is_cpu(),
+               "attention_bias: CPU position tensors expected");
+  RETAIN_CHECK(q_positions.dim() == 2 && k_positions.dim() == 3 &&
+                   k_positions.size(0) == q_positions.size(0) && group >= 1,
+               "attention_bias: expected q_positions (B, T) and k_positions (B, 1|Hk, S), found ",
+               q_positions.sizes(), " and ", k_positions.sizes());
+  const int64_t b = q_positions.size(0), t = q_positions.size(1);
+  const int64_t hk = k_positions.size(1), s = k_positions.size(2);
+  const int64_t heads = hk > 1 ? hk * group : 1;
+  auto q_pos = q_positions.to(at::kLong).contiguous();
+  auto k_pos = k_positions.to(at::kLong);
+  auto bias = at::empty({b, heads, t, s}, q_positions.options().dtype(dtype));
+  const int64_t* qp = q_pos.data_ptr<int64_t>();
+  const int64_t* kp = k_pos.data_ptr<int64_t>();
+  const int64_t k_b = k_pos.stride(0), k_h = k_pos.stride(1), k_s = k_pos.stride(2);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "attention_bias", [&] {
+    scalar_t* out = bias.data_ptr<scalar_t>();
+    const auto hidden = static_cast<scalar_t>(-std::numeric_limits<float>::infinity());
+    const int64_t rows = b * heads * t;
+    at::parallel_for(0, rows, std::max<int64_t>(1, 32768 / std::max<int64_t>(s, 1)),
+                     [&](int64_t begin, int64_t end) {
+                       for (int64_t row = begin; row < end; ++row) {
+                         const int64_t bi = row / (heads * t), h = (row / t) % heads;
+                         const int64_t q = qp[bi * t + row % t];
+                         const int64_t* keys = kp + bi * k_b + (h / group) * k_h;
+                         scalar_t* o = out + row * s;
+                         int64_t seen = 0;
+                         for (int64_t j = 0; j < s; ++j) {
+                           const int64_t p = keys[j * k_s];
+                           const bool visible = p >= 0 && p <= q && (window <= 0 || q - p < window);
+                           o[j] = visible ? scalar_t(0) : hidden;
+                           seen += visible;
+                         }
+                         // A blind row (padding) sees everything, as in attention_fused's bool mask.
+                         if (seen == 0) std::fill(o, o + s, scalar_t(0));
+                       }
+                     });
+  });
+  return bias;
 }
 
 at::Tensor attention_eager(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,

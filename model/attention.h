@@ -16,7 +16,8 @@ namespace retain {
 // position mask, never holding the (B, H, T, S) scores; see attention_fused. T = 1 (a decode
 // step): the eager path, scores in the input dtype and the softmax in fp32, as transformers'
 // eager attention. A query that sees no key
-// (padding) gets uniform weights on both paths; its output is unused.
+// (padding) gets finite weights on both paths (every key by its score on the fused one, uniform
+// on the eager one); its output is unused.
 at::Tensor attention(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
                      const at::Tensor& q_positions, const at::Tensor& k_positions, double scale,
                      int64_t window);
@@ -28,5 +29,13 @@ at::Tensor attention_eager(const at::Tensor& q, const at::Tensor& keys, const at
 at::Tensor attention_fused(const at::Tensor& q, const at::Tensor& keys, const at::Tensor& values,
                            const at::Tensor& q_positions, const at::Tensor& k_positions,
                            double scale, int64_t window);
+
+// The additive mask of attention_fused on the CPU: (B, Hk * group, T, S) for k_positions
+// (B, Hk > 1, S), (B, 1, T, S) for (B, 1, S); 0 where query t may attend to key s (0 <= k_pos <=
+// q_pos, and q_pos - k_pos < window when window > 0), -inf elsewhere, and 0 across a row that
+// sees nothing (a padding query then reads every key: finite, never NaN). Query head h reads KV head
+// h / group. CPU position tensors only.
+at::Tensor attention_bias(const at::Tensor& q_positions, const at::Tensor& k_positions,
+                          int64_t group, int64_t window, at::ScalarType dtype);
 
 }  // namespace retain
