@@ -57,7 +57,7 @@ void register_synthetic(CLI::App* eval, Commands& commands) {
   add_tensor_parallel_flags(cmd, o->model);
   add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, &o->limit,
                   "run only the first N examples per task");
-  add_batch_flag(cmd, o->batch_size);
+  add_batch_flags(cmd, o->batch_size, o->model.workers);
   cmd->add_option("--tasks", *tasks, "kv,vars,needle,multi")->capture_default_str();
   cmd->add_option("--data", o->data,
                   "task file (retain synth's heldout.jsonl) instead of generated tasks");
@@ -95,7 +95,7 @@ void register_longbench(CLI::App* eval, Commands& commands) {
   add_chat_flags(cmd, o->chat);
   add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, &o->limit,
                   "examples per dataset (0: all)");
-  add_batch_flag(cmd, o->batch_size);
+  add_batch_flags(cmd, o->batch_size, o->model.workers);
   cmd->add_option("--data", o->data_dir,
                   "LongBench directory (data/*.jsonl, config/dataset2*.json)")
       ->required();
@@ -123,7 +123,7 @@ void register_longbench_v2(CLI::App* eval, Commands& commands) {
   add_tensor_parallel_flags(cmd, o->model);
   add_chat_flags(cmd, o->chat);
   add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, &o->limit, "records (0: all)");
-  add_batch_flag(cmd, o->batch_size);
+  add_batch_flags(cmd, o->batch_size, o->model.workers);
   cmd->add_option("--data", o->data, "LongBench v2 data (JSON array or JSONL)")->required();
   cmd->add_option("--template", o->template_file,
                   "prompt template (default: prompts/0shot.txt next to --data)");
@@ -148,7 +148,7 @@ void register_mmmu(CLI::App* eval, Commands& commands) {
   add_chat_flags(cmd, o->chat);
   add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, &o->limit,
                   "questions per subject (0: all)");
-  add_batch_flag(cmd, o->batch_size);
+  add_batch_flags(cmd, o->batch_size, o->model.workers);
   cmd->add_option("--data", o->data,
                   "MMMU's parquet release directory (<Subject>/<split>-*.parquet), a parquet "
                   "file, or a JSONL file / a directory holding <split>.jsonl")
@@ -186,7 +186,7 @@ void register_mmstar(CLI::App* eval, Commands& commands) {
   add_tensor_parallel_flags(cmd, o->model);
   add_chat_flags(cmd, o->chat);
   add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, &o->limit, "questions (0: all)");
-  add_batch_flag(cmd, o->batch_size);
+  add_batch_flags(cmd, o->batch_size, o->model.workers);
   cmd->add_option("--data", o->data,
                   "MMStar's mmstar.parquet, a directory holding it, or mmstar.jsonl")
       ->required();
@@ -259,7 +259,7 @@ void register_ruler(CLI::App* eval, Commands& commands) {
   add_tensor_parallel_flags(cmd, o->model);
   add_chat_flags(cmd, o->chat);
   add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, nullptr, "");
-  add_batch_flag(cmd, o->batch_size);
+  add_batch_flags(cmd, o->batch_size, o->model.workers);
   cmd->add_option("--lengths", *lengths, "comma-separated target lengths in tokens")
       ->capture_default_str();
   cmd->add_option("--tasks", *tasks,

@@ -150,10 +150,15 @@ void add_sweep_flags(CLI::App* cmd, SweepFlags& sweep, std::string& gates, int64
   cmd->add_option("--out", out, "output directory")->required();
 }
 
-void add_batch_flag(CLI::App* cmd, int64_t& batch_size) {
+void add_batch_flags(CLI::App* cmd, int64_t& batch_size, int& workers) {
   cmd->add_option("--batch-size", batch_size,
                   "examples of a (policy, budget) cell generated at once; each keeps its own "
                   "budget and predicts what it predicts alone")
+      ->check(kPositive)
+      ->capture_default_str();
+  cmd->add_option("--workers", workers,
+                  "CPU: batches generated at once, the --threads split between them (a small "
+                  "model keeps 1 thread busier than it splits over 2)")
       ->check(kPositive)
       ->capture_default_str();
 }

@@ -33,8 +33,8 @@ struct SweepFlags {
 };
 void add_sweep_flags(CLI::App* cmd, SweepFlags& sweep, std::string& gates, int64_t& chunk,
                      std::string& out, int64_t* limit, const std::string& limit_help);
-// --batch-size of the sweeps whose examples are single generations.
-void add_batch_flag(CLI::App* cmd, int64_t& batch_size);
+// --batch-size of the sweeps whose examples are single generations, and --workers.
+void add_batch_flags(CLI::App* cmd, int64_t& batch_size, int& workers);
 // --no-shared-context (SweepSettings::share_context).
 void add_shared_context_flag(CLI::App* cmd, bool& share_context);
 

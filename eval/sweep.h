@@ -30,6 +30,9 @@ struct ModelFlags {
   std::string device = "auto";
   std::string dtype = "auto";
   int threads = 0;  // 0: LibTorch's default
+  // Sweeps (eval ...): batches run by this many threads at once on the CPU, the --threads split
+  // between them.
+  int workers = 1;
   // Relative "policy:gates=FILE" paths are resolved against this directory (default: the
   // working directory), so a sweep's recipe can name gate files by their place in a run.
   std::string gates_dir;

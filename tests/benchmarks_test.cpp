@@ -3,6 +3,7 @@
 // re-reading the history).
 #include <c10/core/InferenceMode.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
@@ -360,6 +361,34 @@ TEST(Synthetic, BatchedSweepPredictsWhatEachExampleAloneDoes) {
     ASSERT_EQ(runs[0].size(), o.policies.size() * 2 * 12 - 12);  // full runs once
     for (const auto& [key, alone] : runs[0]) EXPECT_EQ(runs[1][key], alone) << mode << " " << key;
   }
+}
+
+// --workers N runs N batches at once (threads of one process sharing the model): every record is
+// written once, and is the one a single worker writes; a second run resumes every one of them.
+TEST(Synthetic, WorkersPredictWhatOneWorkerDoes) {
+  testing::TempDir dir;
+  SyntheticEvalOptions o = every_policy_sweep(dir);
+  o.budgets = {0.15, 9};
+  o.chunk = 7;
+  o.batch_size = 2;
+  std::map<std::string, std::string> runs[2];
+  for (int w : {0, 1}) {
+    o.model.workers = w == 0 ? 1 : 3;
+    o.out = (dir / ("workers" + std::to_string(o.model.workers))).string();
+    ASSERT_EQ(run_synthetic_eval(o), 0);
+    const fs::path predictions = fs::path(o.out) / "predictions.jsonl";
+    runs[w] = generation_records(predictions);
+    const std::string text = read_text_file(predictions);
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'),
+              static_cast<std::ptrdiff_t>(runs[w].size()));  // no record twice
+  }
+  ASSERT_EQ(runs[0].size(), o.policies.size() * 2 * 12 - 12);
+  ASSERT_EQ(runs[1].size(), runs[0].size());
+  for (const auto& [key, one] : runs[0]) EXPECT_EQ(runs[1][key], one) << key;
+  ASSERT_EQ(run_synthetic_eval(o), 0);  // resumed: nothing left to generate
+  const Json scores = parse_json(read_text_file(fs::path(o.out) / "scores.json"), "scores.json");
+  EXPECT_EQ(scores["run"]["generated"].get<int64_t>(), 0);
+  EXPECT_EQ(scores["run"]["workers"].get<int64_t>(), 3);
 }
 
 // Under --question-mode keep with the context read in one step, the budgets of a policy read each

@@ -391,7 +391,11 @@ int Trainer::run() {
   int64_t step = restore();
   if (leader()) {
     metrics_.open(s_.run_dir / "metrics.jsonl", std::ios::app);
-    bar_.emplace("train", s_.steps, "step");
+    // Named by its run directory: runs trained side by side (make demo) tell their lines apart.
+    const fs::path dir = s_.run_dir.lexically_normal();
+    const std::string name =
+        (dir.has_filename() ? dir.filename() : dir.parent_path().filename()).string();
+    bar_.emplace(name.empty() ? std::string("train") : str_cat("train ", name), s_.steps, "step");
     bar_->update(step);
   }
   // One file per data-parallel shard: the ranks of a tensor-parallel group read the same samples.

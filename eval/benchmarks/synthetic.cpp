@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <set>
 
 #include "core/error.h"
@@ -192,8 +193,9 @@ class SyntheticBenchmark final : public Benchmark {
  private:
   // Every (policy, budget) cell asks for the same prompts: each is encoded once per tokenizer
   // (encoding it for each of the demo's 34 cells was 2% of its sweep).
-  const std::vector<int64_t>& prompt_ids(size_t unit, const Tokenizer& tokenizer,
-                                         const std::string& text) const {
+  std::vector<int64_t> prompt_ids(size_t unit, const Tokenizer& tokenizer,
+                                  const std::string& text) const {
+    std::lock_guard<std::mutex> lock(encoded_mutex_);  // --workers ask at once
     if (encoded_by_ != &tokenizer) {
       encoded_.assign(units_.size(), {});
       encoded_by_ = &tokenizer;
@@ -205,6 +207,7 @@ class SyntheticBenchmark final : public Benchmark {
   SyntheticEvalOptions o_;
   std::vector<SyntheticExample> examples_;
   std::vector<std::pair<size_t, size_t>> units_;  // (example, turn)
+  mutable std::mutex encoded_mutex_;
   mutable const Tokenizer* encoded_by_ = nullptr;
   mutable std::vector<std::vector<int64_t>> encoded_;  // per unit; empty until asked for
 };
