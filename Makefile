@@ -42,14 +42,7 @@ SYNTH_FLAGS ?=
 GATES_FLAGS ?=
 EVAL_FLAGS ?=
 
-# The four gate and scorer runs train DEMO_JOBS at a time, each on its share of the cores (on the
-# 2-core machine two 1-thread runs made 2.48 steps/s together where one 2-thread run made 2.2);
-# the sweep then splits its batches the same way (eval.yaml's workers).
-DEMO_JOBS ?= $(JOBS)
-DEMO_TRAIN_THREADS ?=
 demo: build
-	@$(MAKE) --no-print-directory -j $(DEMO_JOBS) $(DEMO_LEARNED) \
-	  DEMO_TRAIN_THREADS=$$(n=$$(( $$(nproc) / $(DEMO_JOBS) )); [ $$n -ge 1 ] && echo $$n || echo 1)
 	@$(MAKE) --no-print-directory demo-steps
 
 DEMO_LEARNED = $(DEMO)/trimkv.safetensors $(DEMO)/dbtrimkv.safetensors $(DEMO)/locret.safetensors \
@@ -84,7 +77,7 @@ $(DEMO)/shards/prep.json: $(DEMO)/base.sha256 $(DEMO)/data/synth.json $(DEMO_REC
 # A gate or scorer run is redone when its recipe changes too.
 $(DEMO)/%.safetensors: $(DEMO)/shards/prep.json $(DEMO_RECIPES)/%.yaml
 	rm -rf $(DEMO)/$*-run
-	$(if $(DEMO_TRAIN_THREADS),OMP_NUM_THREADS=$(DEMO_TRAIN_THREADS) )$(RETAIN) train $(DEMO_RECIPES)/$*.yaml run.dir=$(DEMO)/$*-run \
+	$(RETAIN) train $(DEMO_RECIPES)/$*.yaml run.dir=$(DEMO)/$*-run \
 	  model.path=$(DEMO_BASE) data.shards=$(DEMO)/shards $(GATES_FLAGS)
 	$(RETAIN) export $(DEMO)/$*-run --out $@
 
