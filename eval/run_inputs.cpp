@@ -46,7 +46,8 @@ std::string running_build_stamp() {
 Json sweep_inputs(const Json& config, const std::vector<fs::path>& shared_files,
                   const std::map<std::string, std::vector<fs::path>>& policy_files) {
   Json options = config;
-  for (const char* key : {"policies", "budgets", "limit", "batch_size", "workers"}) options.erase(key);
+  for (const char* key : {"policies", "budgets", "limit", "batch_size", "workers"})
+    options.erase(key);
   Json files = Json::object();
   for (const auto& path : shared_files) stamp_into(files, path);
   Json per_policy = Json::object();
