@@ -4,6 +4,7 @@
 // nothing, and several dtypes.
 #include <gtest/gtest.h>
 
+#include "compact_cache_check.h"
 #include "kernels/cache_cpu.h"
 #include "kernels/decode_attention.h"
 #include "test_util.h"
@@ -14,28 +15,12 @@ namespace {
 TEST(CacheCpu, CompactEqualsTheReferenceExactly) {
   for (auto dtype : {at::kFloat, at::kBFloat16, at::kDouble})
     for (int64_t slots : {1, 37, 300}) {
-      const int64_t b = 3, hk = 4, d = 16, capacity = 320;
-      auto gen = at::make_generator<at::CPUGeneratorImpl>(slots);
-      auto keys = at::randn({b, hk, capacity, d}, gen, at::kFloat).to(dtype);
-      auto values = at::randn({b, hk, capacity, d}, gen, at::kFloat).to(dtype);
-      auto stat = at::randn({b, hk, capacity}, gen, at::kFloat);
-      auto lengths = at::randint(0, slots + 1, {b, hk}, gen, at::kLong);
-      auto slot = at::arange(capacity, at::kLong).view({1, 1, capacity});
-      auto positions = at::where(slot < lengths.unsqueeze(-1), slot * 3, at::full_like(slot, -1));
-      auto keep = at::rand({b, hk, slots}, gen, at::kFloat) < 0.5;
-      keep[1][2].fill_(false);  // a head that loses everything
-      keep[2][0].fill_(true);   // one that keeps every slot
-      auto k2 = keys.clone(), v2 = values.clone(), p2 = positions.clone(), s2 = stat.clone();
+      auto c = testing::random_cache(3, 4, 320, 16, slots, dtype, at::kCPU);
+      c.keep[2][0].fill_(true);  // a head that keeps every slot, live or not
       auto view = [&](const at::Tensor& t) { return t.narrow(2, 0, slots); };
-      ASSERT_TRUE(
-          compact_cache_uses_cpu_loop(view(keys), view(values), view(positions), view(stat)));
-      auto got = compact_cache(view(keys), view(values), view(positions), view(stat), keep);
-      auto want = compact_cache_reference(view(k2), view(v2), view(p2), view(s2), keep);
-      EXPECT_TRUE(at::equal(got, want)) << slots;
-      EXPECT_TRUE(at::equal(keys, k2)) << slots << " " << c10::toString(dtype);
-      EXPECT_TRUE(at::equal(values, v2)) << slots;
-      EXPECT_TRUE(at::equal(positions, p2)) << slots;
-      EXPECT_TRUE(at::equal(stat, s2)) << slots;
+      ASSERT_TRUE(compact_cache_uses_cpu_loop(view(c.keys), view(c.values), view(c.positions),
+                                              view(c.stat)));
+      testing::expect_compaction_equals_reference(c, str_cat(slots, " ", c10::toString(dtype)));
     }
 }
 

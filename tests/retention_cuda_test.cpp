@@ -13,6 +13,7 @@
 
 #include <cmath>
 
+#include "compact_cache_check.h"
 #include "cuda_skip.h"
 #include "kernels/decode_attention.h"
 #include "kernels/device_info.h"
@@ -217,30 +218,11 @@ TEST(CompactCacheKernel, MatchesReferenceExactly_CUDA) {
   RETAIN_SKIP_WITHOUT_CUDA();
   for (auto dtype : {at::kFloat, at::kBFloat16, at::kHalf})
     for (int64_t slots : {1, 100, 777}) {
-      const int64_t b = 2, hk = 3, d = 64, capacity = 800;
-      auto gen = at::make_generator<at::CPUGeneratorImpl>(slots);
-      auto cuda = at::TensorOptions().device(at::kCUDA);
-      auto keys = at::randn({b, hk, capacity, d}, gen, at::kFloat).to(cuda.dtype(dtype));
-      auto values = at::randn({b, hk, capacity, d}, gen, at::kFloat).to(cuda.dtype(dtype));
-      auto stat = at::randn({b, hk, capacity}, gen, at::kFloat).to(cuda);
-      auto lengths = at::randint(0, slots + 1, {b, hk}, gen, at::kLong);
-      auto slot = at::arange(capacity, at::kLong).view({1, 1, capacity});
-      auto positions =
-          at::where(slot < lengths.unsqueeze(-1), slot * 2, at::full_like(slot, -1)).to(cuda);
-      auto keep = (at::rand({b, hk, slots}, gen, at::kFloat) < 0.6).to(cuda);
-      keep.logical_and_(positions.narrow(2, 0, slots) >= 0);
-      keep[1][2].fill_(false);  // a head that loses everything
-
-      auto k2 = keys.clone(), v2 = values.clone(), p2 = positions.clone(), s2 = stat.clone();
+      auto c = testing::random_cache(2, 3, 800, 64, slots, dtype, at::kCUDA);
       auto view = [&](const at::Tensor& t) { return t.narrow(2, 0, slots); };
-      ASSERT_TRUE(compact_cache_uses_kernel(view(keys), view(values), view(positions), view(stat)));
-      auto got = compact_cache(view(keys), view(values), view(positions), view(stat), keep);
-      auto want = compact_cache_reference(view(k2), view(v2), view(p2), view(s2), keep);
-      EXPECT_TRUE(at::equal(got, want)) << slots;
-      EXPECT_TRUE(at::equal(keys, k2)) << slots << " " << c10::toString(dtype);
-      EXPECT_TRUE(at::equal(values, v2)) << slots;
-      EXPECT_TRUE(at::equal(positions, p2)) << slots;
-      EXPECT_TRUE(at::equal(stat, s2)) << slots;
+      ASSERT_TRUE(
+          compact_cache_uses_kernel(view(c.keys), view(c.values), view(c.positions), view(c.stat)));
+      testing::expect_compaction_equals_reference(c, str_cat(slots, " ", c10::toString(dtype)));
     }
 }
 
