@@ -2,7 +2,6 @@
 
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <set>
 
 #include "core/error.h"
@@ -79,6 +78,12 @@ class SyntheticBenchmark final : public Benchmark {
       for (size_t t = 0; t < examples_[e].turns.size(); ++t) units_.emplace_back(e, t);
   }
 
+  void prepare(const EvalModel& m) override {
+    prompt_ids_.clear();
+    for (const auto& [e, t] : units_)
+      prompt_ids_.push_back(m.tokenizer->encode_prompt(synthetic_prompt(examples_[e], t)));
+  }
+
   Json config() const override {
     return {{"tasks", o_.tasks},
             {"data", o_.data},
@@ -106,7 +111,7 @@ class SyntheticBenchmark final : public Benchmark {
     const std::string prompt_text = synthetic_prompt(ex, t);
     const std::string question = "\nQuestion: " + ex.turns[t].first;
     GenerationRequest q;
-    q.prompt = prompt_ids(i, c.tokenizer, prompt_text);
+    q.prompt = prompt_ids_.at(i);
     q.max_new_tokens = o_.max_new_tokens;
     // keep: the context is compressed once on its own, and the budget is a share of it.
     if (o_.question_mode == "keep") {
@@ -191,25 +196,12 @@ class SyntheticBenchmark final : public Benchmark {
   }
 
  private:
-  // Every (policy, budget) cell asks for the same prompts: each is encoded once per tokenizer
-  // (encoding it for each of the demo's 34 cells was 2% of its sweep).
-  std::vector<int64_t> prompt_ids(size_t unit, const Tokenizer& tokenizer,
-                                  const std::string& text) const {
-    std::lock_guard<std::mutex> lock(encoded_mutex_);  // --workers ask at once
-    if (encoded_by_ != &tokenizer) {
-      encoded_.assign(units_.size(), {});
-      encoded_by_ = &tokenizer;
-    }
-    if (encoded_.at(unit).empty()) encoded_[unit] = tokenizer.encode_prompt(text);
-    return encoded_[unit];
-  }
-
   SyntheticEvalOptions o_;
   std::vector<SyntheticExample> examples_;
   std::vector<std::pair<size_t, size_t>> units_;  // (example, turn)
-  mutable std::mutex encoded_mutex_;
-  mutable const Tokenizer* encoded_by_ = nullptr;
-  mutable std::vector<std::vector<int64_t>> encoded_;  // per unit; empty until asked for
+  // Every (policy, budget) cell asks for the same prompts: each is encoded once, in prepare
+  // (encoding it for each of the demo's 34 cells was 2% of its sweep).
+  std::vector<std::vector<int64_t>> prompt_ids_;  // per unit
 };
 
 }  // namespace
