@@ -109,7 +109,7 @@ void register_prep(CLI::App& app, Commands& commands) {
   cmd->add_option("--label-spans", o->label_spans,
                   "jsonl field of [begin, end] byte ranges: only their tokens are labels");
   cmd->add_option("--chat-template", o->chat_template,
-                  "chat: the template family when the model dir has none (chatml | qwen2 | ...)");
+                  "chat: a Jinja chat template file (or chatml) instead of the model dir's");
   cmd->add_option("--shard-tokens", o->shard_tokens, "tokens per shard")
       ->check(kPositive)
       ->capture_default_str();

@@ -55,9 +55,10 @@ void add_chat_flags(CLI::App* cmd, ChatFlags& flags) {
   cmd->add_flag("--chat", flags.chat, "render the prompt with the model's chat template");
   cmd->add_flag("--no-chat", flags.no_chat, "use the raw prompt (BOS + text)");
   cmd->add_option("--chat-template", flags.chat_template,
-                  "llama3 | llama3.1 | chatml | qwen2 | qwen2.5 | qwen3 | mistral | llama2");
+                  "a Jinja chat template file (or chatml) instead of the model's template");
   cmd->add_option("--system", flags.system, "system message (chat only)");
-  cmd->add_flag("--no-thinking", flags.no_thinking, "qwen3: enable_thinking=false");
+  cmd->add_flag("--no-thinking", flags.no_thinking,
+                "pass enable_thinking=False to the chat template (Qwen3 and others)");
 }
 
 std::vector<std::string> split_list(const std::string& text) {

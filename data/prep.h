@@ -27,7 +27,7 @@ struct PrepOptions {
   // jsonl: a field holding [[begin, end], ...] byte ranges of the text; only tokens inside them
   // are labels (loss_mask), e.g. the answers of `retain synth`'s corpus. Empty: every token.
   std::string label_spans;
-  std::string chat_template;  // chat: a template family overriding (or standing in for) the dir's
+  std::string chat_template;  // chat: a Jinja file or chatml instead of (or for want of) the dir's
   int64_t shard_tokens = int64_t{1} << 24;
   int64_t max_docs = 0;  // 0: all
 };

@@ -1,55 +1,82 @@
-// Chat templates of the model families retain supports, rendered exactly as each family's
-// published Jinja template renders them (text, special tokens included), without a Jinja engine:
-//   llama3    Meta-Llama-3-Instruct <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
-//   llama3.1  Llama-3.1/3.2/3.3-Instruct     llama3 plus the mandatory "Cutting Knowledge Date"
-//   system block chatml    plain ChatML                   <|im_start|>role\n...<|im_end|>\n qwen2
-//   Qwen2-Instruct                 chatml, default system "You are a helpful assistant." qwen2.5
-//   Qwen2.5-Instruct               chatml, default system "You are Qwen, created by Alibaba Cloud.
-//   ..." qwen3     Qwen3                          chatml, <think> handling and the enable_thinking
-//   switch mistral   Mistral-7B-Instruct v0.1/v0.2  <s>[INST] user [/INST]assistant</s> llama2
-//   Llama-2-chat                   <s>[INST] <<SYS>>\n...\n<</SYS>>\n\nuser [/INST] assistant </s>
-// The format is identified from the model's template text (tokenizer_config.json "chat_template"
-// or chat_template.jinja); an unknown one is an error that names --chat-template as the way out.
+// Chat templates: the Jinja template a model directory carries, rendered by retain's Jinja engine
+// (model/jinja) with the context transformers' apply_chat_template builds — the messages (keys
+// whose value is None dropped, reasoning aliased under `thinking` and `reasoning_content`),
+// `tools`, `documents`, `add_generation_prompt`, the tokenizer's named special tokens (bos_token,
+// eos_token, ...) and the caller's extra arguments (enable_thinking) — so a prompt is the text
+// apply_chat_template gives, whatever the template (default system prompts, tools, <think>).
+// A template using Jinja outside the engine's subset fails naming the construct, the template and
+// the line; see docs/chat-templates.md.
 #pragma once
 
-#include <optional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "core/fs.h"
+#include "model/jinja/jinja.h"
 
 namespace retain {
 
-enum class ChatFormat { kLlama3, kLlama31, kChatML, kQwen2, kQwen25, kQwen3, kMistral, kLlama2 };
-
 struct ChatMessage {
-  std::string role;  // system | user | assistant
+  std::string role;  // system | user | assistant | tool | ...: the template decides what it accepts
   std::string content;
 };
 
 struct ChatOptions {
   bool add_generation_prompt = true;
-  bool enable_thinking = true;  // qwen3 only: false appends an empty <think></think> block
+  // false passes enable_thinking=False to the template (retain's --no-thinking), as
+  // apply_chat_template(..., enable_thinking=False) does; true passes nothing, as a call without
+  // the argument (templates then apply their own default).
+  bool enable_thinking = true;
 };
 
-struct ChatTemplate {
-  ChatFormat format;
-  std::string bos_token;  // text of BOS/EOS as the template writes them
-  std::string eos_token;
+class ChatTemplate {
+ public:
+  // `source`: the Jinja text; `origin`: where it came from, named by errors and logs;
+  // `special_tokens`: {"bos_token": "<s>", ...}, the strings the template sees under those names.
+  // Throws retain::Error when the text does not parse or uses a statement outside the subset.
+  ChatTemplate(const std::string& source, std::string origin,
+               nlohmann::ordered_json special_tokens);
 
   std::string render(const std::vector<ChatMessage>& messages, const ChatOptions& options) const;
+
+  // apply_chat_template(messages, tools=tools, add_generation_prompt=..., **kwargs, tokenize=False)
+  // for messages given as JSON (content may be a list of parts; tool_calls, reasoning_content and
+  // other keys pass through). `render_options` can fix the clock strftime_now reads.
+  std::string render_json(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                          const nlohmann::ordered_json& tools = nullptr,
+                          const nlohmann::ordered_json& kwargs = nlohmann::ordered_json::object(),
+                          const jinja::RenderOptions& render_options = {}) const;
+
+  const std::string& origin() const { return origin_; }
+  const nlohmann::ordered_json& special_tokens() const { return special_tokens_; }
+
+ private:
+  std::string origin_;
+  nlohmann::ordered_json special_tokens_;
+  jinja::Template template_;
 };
 
-ChatFormat chat_format_from_name(const std::string& name);
-const char* chat_format_name(ChatFormat format);
-// Identifies the family of a Jinja template's text; std::nullopt when it is none of ours.
-std::optional<ChatFormat> identify_chat_template(const std::string& jinja);
+// The built-in template --chat-template chatml names: plain ChatML, as transformers' former
+// default template wrote it.
+extern const char* const kChatMLTemplate;
 
-// Whether the model directory carries a chat template at all.
+// Whether the model directory carries a chat template (chat_template.jinja, or a non-null
+// "chat_template" in tokenizer_config.json).
 bool has_chat_template(const fs::path& model_dir);
 
-// The model directory's chat template. `override_name` (from --chat-template) skips
-// identification. Throws when the directory has no template or an unknown one.
-ChatTemplate load_chat_template(const fs::path& model_dir, const std::string& override_name = "");
+// The named special tokens apply_chat_template passes to the template, read as transformers reads
+// them: bos/eos/unk/sep/pad/cls/mask_token and any other "*_token" string of
+// tokenizer_config.json, its "extra_special_tokens" when a dict, and (for configs without
+// added_tokens_decoder) special_tokens_map.json over them. Values may be strings or AddedToken
+// objects ({"content": ...}).
+nlohmann::ordered_json load_special_tokens(const fs::path& model_dir);
+
+// The model directory's chat template, as transformers picks it: chat_template.jinja when present,
+// else tokenizer_config.json's "chat_template" (a string, or a list of {name, template} whose
+// "default" is taken). `override_template` (--chat-template) replaces it: the path of a Jinja
+// file, or "chatml" for kChatMLTemplate. Throws when there is no template, or it does not parse.
+ChatTemplate load_chat_template(const fs::path& model_dir,
+                                const std::string& override_template = "");
 
 }  // namespace retain

@@ -24,8 +24,8 @@ std::vector<int64_t> prompt_ids(const std::string& model_dir, const Tokenizer& t
   ChatOptions options;
   options.enable_thinking = !flags.no_thinking;
   std::string rendered = tmpl.render(messages, options);
-  log_info("chat template ", chat_format_name(tmpl.format), " applied");
-  // The template writes BOS itself where the family has one.
+  log_info("chat template ", tmpl.origin(), " applied");
+  // The template writes BOS itself where the model has one.
   return tokenizer.encode(rendered);
 }
 

@@ -16,7 +16,7 @@ namespace retain {
 struct ChatFlags {
   bool chat = false;          // --chat: always use the template
   bool no_chat = false;       // --no-chat: never (default: use it when the model dir has one)
-  std::string chat_template;  // --chat-template NAME: override the identified family
+  std::string chat_template;  // --chat-template FILE|chatml: replaces the model's template
   std::optional<std::string> system;  // --system TEXT: a system message before the prompt
   bool no_thinking = false;           // --no-thinking: qwen3's enable_thinking=false
 };

