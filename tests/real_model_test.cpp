@@ -5,6 +5,8 @@
 // own template token for token, and the budget's bound during a budgeted generation.
 #include <c10/core/InferenceMode.h>
 
+#include <iostream>
+
 #include "core/json.h"
 #include "core/safetensors.h"
 #include "eval/budgeted_cache.h"
@@ -74,6 +76,7 @@ TEST_F(RealModel, LogitsEqualTransformersAtEveryLength) {
     auto kept = logits[0].index_select(0, ref("positions_" + name));
     const double diff = (kept - ref("logits_" + name)).abs().max().item<double>();
     EXPECT_LE(diff, kLogitTolerance) << name << " (" << t << " tokens)";
+    std::cout << name << " (" << t << " tokens): max |logit - transformers| " << diff << "\n";
   }
 }
 
@@ -86,6 +89,7 @@ TEST_F(RealModel, LossEqualsTransformers) {
     const double expected = ref("nll_" + name).item<double>();
     EXPECT_LE(std::abs(r.nll - expected) / expected, kNllRelativeTolerance)
         << name << ": " << r.nll << " vs " << expected;
+    std::cout << name << ": nll " << r.nll << " (transformers " << expected << ")\n";
   }
 }
 
