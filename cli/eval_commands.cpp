@@ -1,4 +1,5 @@
-// eval ppl | synthetic | ruler | longbench | longbench-v2 | mmmu | mmstar | dialogue | score, and
+// eval ppl | synthetic | ruler | longbench | longbench-v2 | mmmu | mmstar | math | dialogue | score,
+// and
 // policies.
 #include <iostream>
 
@@ -8,6 +9,7 @@
 #include "eval/benchmarks/dialogue.h"
 #include "eval/benchmarks/longbench.h"
 #include "eval/benchmarks/longbench_v2.h"
+#include "eval/benchmarks/math.h"
 #include "eval/benchmarks/mmmu.h"
 #include "eval/benchmarks/mmstar.h"
 #include "eval/benchmarks/ruler.h"
@@ -206,6 +208,46 @@ void register_mmstar(CLI::App* eval, Commands& commands) {
   });
 }
 
+void register_math(CLI::App* eval, Commands& commands) {
+  auto o = std::make_shared<MathOptions>();
+  auto sweep = std::make_shared<SweepFlags>(SweepFlags{"full", ""});
+  auto* cmd = eval->add_subcommand(
+      "math", "GSM8K, MATH-500 or AIME with long generations under eviction (pass@1, maj@N)");
+  add_model_flags(cmd, o->model);
+  add_tensor_parallel_flags(cmd, o->model);
+  add_chat_flags(cmd, o->chat);
+  add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, &o->limit, "problems (0: all)");
+  add_batch_flags(cmd, o->batch_size, o->model.workers);
+  cmd->add_option("--data", o->data,
+                  "the release's .jsonl / .parquet (GSM8K: question, answer; MATH-500: problem, "
+                  "answer; AIME: problem, answer), or a directory of them")
+      ->required();
+  cmd->add_option("--benchmark", o->benchmark, "gsm8k | math500 | aime")
+      ->required()
+      ->check(CLI::IsMember({"gsm8k", "math500", "aime"}));
+  cmd->add_option("--instruction", o->instruction,
+                  "appended to each problem after a newline (\"\": none)")
+      ->capture_default_str();
+  cmd->add_option("--samples", o->samples, "generations per problem (pass@1 is their mean)")
+      ->check(kPositive)
+      ->capture_default_str();
+  cmd->add_option("--temperature", o->temperature, "0: greedy")
+      ->check(kNonNegative)
+      ->capture_default_str();
+  cmd->add_option("--top-p", o->top_p, "nucleus sampling mass, in (0, 1]")->capture_default_str();
+  cmd->add_option("--top-k", o->top_k, "sample among the k most likely tokens (0: all)")
+      ->check(kNonNegative)
+      ->capture_default_str();
+  cmd->add_option("--seed", o->seed, "sample s of every problem draws with seed + s")
+      ->capture_default_str();
+  cmd->add_option("--max-new-tokens", o->max_new_tokens)->check(kPositive)->capture_default_str();
+  commands.add(cmd, [o, sweep] {
+    o->policies = sweep->policies();
+    o->budgets = sweep->budgets();
+    return run_math_eval(*o);
+  });
+}
+
 void register_dialogue(CLI::App* eval, Commands& commands) {
   auto o = std::make_shared<DialogueOptions>();
   auto sweep = std::make_shared<SweepFlags>(SweepFlags{"full", ""});
@@ -229,7 +271,7 @@ void register_score(CLI::App* eval, Commands& commands) {
   auto o = std::make_shared<ScoreCommandOptions>();
   auto* cmd =
       eval->add_subcommand("score", "recompute scores from a predictions.jsonl, without a model");
-  cmd->add_option("--benchmark", o->benchmark, "longbench | longbench-v2 | mmmu | mmstar")
+  cmd->add_option("--benchmark", o->benchmark, "longbench | longbench-v2 | mmmu | mmstar | math")
       ->required();
   cmd->add_option("--predictions", o->predictions, "predictions.jsonl")->required();
   cmd->add_flag("--e", o->e, "LongBench-E length buckets");
@@ -312,6 +354,7 @@ void register_eval_commands(CLI::App& app, Commands& commands) {
   register_longbench_v2(eval, commands);
   register_mmmu(eval, commands);
   register_mmstar(eval, commands);
+  register_math(eval, commands);
   register_dialogue(eval, commands);
   register_score(eval, commands);
   register_policies(app, commands);

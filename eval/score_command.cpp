@@ -10,6 +10,7 @@
 #include "eval/benchmarks/longbench.h"
 #include "eval/benchmarks/longbench_v2.h"
 #include "eval/benchmarks/mmstar.h"
+#include "eval/math/math_grading.h"
 #include "eval/mmmu/mmmu_data.h"
 #include "eval/mmmu/mmmu_scoring.h"
 #include "eval/plot.h"
@@ -59,9 +60,9 @@ std::string extract_choice(const std::string& response) {
 
 int run_score_command(const ScoreCommandOptions& o) {
   RETAIN_CHECK(o.benchmark == "longbench" || o.benchmark == "longbench-v2" ||
-                   o.benchmark == "mmmu" || o.benchmark == "mmstar",
+                   o.benchmark == "mmmu" || o.benchmark == "mmstar" || o.benchmark == "math",
                "eval score: --benchmark '", o.benchmark,
-               "' is not supported (expected longbench, longbench-v2, mmmu or mmstar)");
+               "' is not supported (expected longbench, longbench-v2, mmmu, mmstar or math)");
   auto lines = read_predictions(o.predictions);
   // Grouped by (policy, budget) in the order they first appear; a file without them (LongBench's
   // own) is one group.
@@ -108,12 +109,18 @@ int run_score_command(const ScoreCommandOptions& o) {
     auto where = [&](size_t i) {
       return str_cat(o.predictions, ":", g.records[i]["__line"].get<int64_t>());
     };
+    std::optional<double> budget;
+    if (g.budget.is_number()) budget = g.budget.get<double>();
+    if (o.benchmark == "math") {
+      const auto kind = parse_math_benchmark(
+          json_get<std::string>(g.records.front(), "math_benchmark", where(0)));
+      rows.push_back(score_row(g.policy, budget, math_metrics(kind, g.records, where)));
+      continue;
+    }
     Json metrics = o.benchmark == "longbench" ? longbench_metrics(g.records, o.e, where)
                    : o.benchmark == "mmmu"    ? mmmu_metrics(g.records, where)
                    : o.benchmark == "mmstar"  ? mmstar_metrics(g.records, where)
                                               : longbench_v2_metrics(g.records, where);
-    std::optional<double> budget;
-    if (g.budget.is_number()) budget = g.budget.get<double>();
     rows.push_back({g.policy, budget, metrics});
   }
   fs::path out = o.out.empty() ? fs::path(o.predictions).parent_path() : fs::path(o.out);
@@ -122,7 +129,11 @@ int run_score_command(const ScoreCommandOptions& o) {
   PlotSpec plot{
       o.benchmark, "score", {{o.benchmark == "longbench" ? "avg" : "overall", "overall"}}, ""};
   std::vector<std::string> columns;
-  if (o.benchmark == "mmmu") {
+  if (o.benchmark == "math") {
+    plot = {"math", "accuracy (%)", {{"pass@1", "pass@1"}, {"maj@n", "maj@N"}}, ""};
+    columns = {"pass@1", "maj@n", "unparsed", "truncated", "mean_new_tokens"};
+    if (!rows.empty()) write_score_plots(out, rows, plot);
+  } else if (o.benchmark == "mmmu") {
     // The disciplines; the 30 subjects stay in scores.json / scores.csv.
     columns.push_back("overall");
     for (const auto& [discipline, subjects] : mmmu_disciplines()) {

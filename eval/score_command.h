@@ -1,4 +1,5 @@
-// `retain eval score --benchmark longbench|longbench-v2|mmmu|mmstar --predictions FILE [--e] [--out DIR]`:
+// `retain eval score --benchmark longbench|longbench-v2|mmmu|mmstar|math --predictions FILE [--e]
+// [--out DIR]`:
 // recomputes scores from a predictions.jsonl without a model, in the shared scores schema, with
 // the aggregation the sweeps use (longbench_metrics, longbench_v2_metrics).
 //   longbench:     lines {pred, answers, all_classes, dataset[, length, policy, budget]};
@@ -13,6 +14,8 @@
 //                  official subject order (mmmu_metrics)
 //   mmstar:        lines {category, l2_category, answer, response[, policy, budget]}
 //                  (mmstar_metrics)
+//   math:          retain's eval math records {id, sample, math_benchmark, gold, response,
+//                  new_tokens, truncated[, policy, budget]}, graded anew (math_metrics)
 #pragma once
 
 #include <string>

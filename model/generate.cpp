@@ -23,15 +23,24 @@ DecodeMode parse_decode_mode(const std::string& name) {
 int64_t sample_next_token(const at::Tensor& logits, const SamplingOptions& options,
                           at::Generator& generator) {
   if (options.temperature <= 0) return logits.argmax().item<int64_t>();
-  auto probs = at::softmax(logits.to(at::kCPU, at::kFloat) / options.temperature, -1);
+  auto probs = at::softmax(logits.to(at::kFloat) / options.temperature, -1);
+  // Stable, so equal probabilities keep the lower id first, as argmax picks it.
+  auto [sorted, order] = probs.sort(/*stable=*/true, /*dim=*/-1, /*descending=*/true);
+  int64_t keep = sorted.size(0);
+  if (options.top_k > 0) keep = std::min(keep, options.top_k);
   if (options.top_p < 1.0) {
-    auto [sorted, order] = probs.sort(/*dim=*/-1, /*descending=*/true);
-    // Drop a token when the mass before it already reaches top_p; the first token always stays.
-    auto mass_before = sorted.cumsum(-1) - sorted;
-    sorted.masked_fill_(mass_before >= options.top_p, 0.0);
-    probs = at::zeros_like(probs).scatter_(-1, order, sorted);
+    auto head = sorted.narrow(0, 0, keep);
+    head = head / head.sum();
+    // The mass before each token (an exclusive cumsum, so it never decreases): a token goes when
+    // the tokens before it already reach top_p; the first always stays.
+    const auto mass_before =
+        at::cat({at::zeros({1}, head.options()), head.cumsum(-1).narrow(0, 0, keep - 1)});
+    keep = std::max<int64_t>(1, (mass_before < options.top_p).sum().item<int64_t>());
   }
-  return at::multinomial(probs, 1, /*replacement=*/false, generator).item<int64_t>();
+  const auto kept = sorted.narrow(0, 0, keep).to(at::kCPU);
+  const auto ids = order.narrow(0, 0, keep).to(at::kCPU);
+  const int64_t pick = at::multinomial(kept, 1, /*replacement=*/false, generator).item<int64_t>();
+  return ids[pick].item<int64_t>();
 }
 
 namespace {
@@ -118,6 +127,7 @@ std::vector<GenerationResult> generate_batch(const Decoder& model,
   RETAIN_CHECK(options.max_new_tokens >= 0, "generate: max_new_tokens must be >= 0");
   RETAIN_CHECK(options.top_p > 0 && options.top_p <= 1, "generate: top_p must be in (0, 1], found ",
                options.top_p);
+  RETAIN_CHECK(options.top_k >= 0, "generate: top_k must be >= 0 (0: off), found ", options.top_k);
   RETAIN_CHECK(options.stop_strings.empty() || options.detokenize,
                "generate: stop strings need a detokenizer");
   c10::InferenceMode guard;
@@ -129,7 +139,10 @@ std::vector<GenerationResult> generate_batch(const Decoder& model,
   std::vector<RowOptions> row(prompts.size());
   for (size_t r = 0; r < prompts.size(); ++r) {
     RETAIN_CHECK(!prompts[r].empty(), "generate: a prompt is empty");
-    row[r] = rows.empty() ? RowOptions{options.start_position, -1, {}} : rows[r];
+    if (rows.empty())
+      row[r].start_position = options.start_position;
+    else
+      row[r] = rows[r];
     if (row[r].max_new_tokens < 0) row[r].max_new_tokens = options.max_new_tokens;
     row[r].extra_stop_ids.insert(row[r].extra_stop_ids.end(), options.stop_ids.begin(),
                                  options.stop_ids.end());
@@ -183,8 +196,13 @@ std::vector<GenerationResult> generate_batch(const Decoder& model,
   std::vector<bool> done(static_cast<size_t>(b), false);
   for (int64_t r = 0; r < b; ++r) done[r] = row[r].max_new_tokens == 0;
   std::vector<int64_t> next(static_cast<size_t>(b));
-  // One device-to-host transfer per step: the greedy ids of every row at once (sampling moves
-  // the logits to the CPU first).
+  // Each row's generator: its own when it has a seed, else the batch's.
+  std::vector<at::Generator> generators;
+  for (int64_t r = 0; r < b; ++r)
+    generators.push_back(row[r].seed ? at::make_generator<at::CPUGeneratorImpl>(*row[r].seed)
+                                     : generator);
+  // One device-to-host transfer per step: the greedy ids of every row at once (a sampled row
+  // moves only the tokens its filters keep).
   auto pick_next = [&](const at::Tensor& logits) {  // (B, V)
     if (options.temperature <= 0) {
       auto ids = logits.argmax(-1).to(at::kCPU);
@@ -192,9 +210,8 @@ std::vector<GenerationResult> generate_batch(const Decoder& model,
         if (!done[r]) next[r] = ids[r].item<int64_t>();
       return;
     }
-    auto host = logits.to(at::kCPU);
     for (int64_t r = 0; r < b; ++r)
-      if (!done[r]) next[r] = sample_next_token(host[r], options, generator);
+      if (!done[r]) next[r] = sample_next_token(logits[r], options, generators[r]);
   };
   pick_next(model.logits(hidden.select(1, hidden.size(1) - 1)));
   // The first token's ids are on the host: the prefill time includes all of its device work.

@@ -1,5 +1,5 @@
 // Autoregressive generation for one prompt through any KvCache: prefill, then one token per step,
-// greedy (temperature 0) or sampled with temperature and nucleus (top-p) filtering.
+// greedy (temperature 0) or sampled with temperature, top-k and nucleus (top-p) filtering.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,7 @@ struct SamplingOptions {
   int64_t max_new_tokens = 64;
   double temperature = 0.0;  // 0 = greedy
   double top_p = 1.0;
+  int64_t top_k = 0;  // 0: off
   uint64_t seed = 0;
   std::vector<int64_t> stop_ids;  // generation ends after emitting one of these
   int64_t prefill_chunk = 0;      // prefill in chunks of this many tokens (0: one forward)
@@ -69,6 +71,11 @@ struct RowOptions {
   // A vision-language prompt (model/vision/multimodal_prompt.h): the row's prompt must be its
   // `ids`. CUDA-graph decode is off for a batch that has one (the rotary offset varies by row).
   std::shared_ptr<const MultimodalPrompt> multimodal;
+  // A sampled row's own generator, seeded with this; without it the row draws from the batch's
+  // (seeded with the options' seed, drawn row by row), so what it samples depends on its batch.
+  // With it a row samples what it samples alone, whatever batch it is in (up to the rounding of
+  // batched products).
+  std::optional<uint64_t> seed;
 };
 
 // Several prompts of different lengths at once: left-padded (padding at position -1, masked), one
@@ -97,9 +104,13 @@ at::Tensor prefill(const Decoder& model, const std::vector<int64_t>& ids, KvCach
 at::Tensor prefill_batch(const Decoder& model, const std::vector<std::vector<int64_t>>& rows,
                          KvCache& cache, const std::vector<int64_t>& starts, int64_t chunk);
 
-// Picks the next token from fp32 logits (V,): argmax when temperature == 0, else a sample from
-// softmax(logits / temperature) restricted to the smallest set of tokens whose probability
-// reaches top_p (the most likely token always stays).
+// Picks the next token from logits (V,): argmax when temperature == 0, else a sample from
+// softmax(logits / temperature) restricted, as transformers' and vLLM's samplers do, to the top_k
+// most likely tokens (0: all; equal probabilities keep the lower id first, so top_k 1 is the
+// argmax), then, renormalised over those, to the smallest set whose probability reaches top_p
+// (the most likely token always stays). The filtering runs on the logits' device and only the
+// kept tokens go to the host, where `generator` draws (a 150k-entry sort on the host at every step
+// of a 32k-token generation would cost more than the step).
 int64_t sample_next_token(const at::Tensor& logits, const SamplingOptions& options,
                           at::Generator& generator);
 

@@ -37,6 +37,11 @@ struct SweepSettings {
   std::string out;
   // The budgets of a policy read a unit's context once when they can (run_generations_shared).
   bool share_context = true;
+  // How new tokens are drawn (greedy by default; eval math samples): every cell alike, each unit
+  // with its request's seed.
+  double temperature = 0.0;
+  double top_p = 1.0;
+  int64_t top_k = 0;
 };
 
 // What one unit of work runs with.
@@ -47,11 +52,15 @@ struct UnitContext {
   const PolicySpec& policy;
   std::optional<double> budget;  // none for full
   int64_t chunk;
+  double temperature = 0.0;  // SweepSettings' sampling
+  double top_p = 1.0;
+  int64_t top_k = 0;
 
   // A fresh cache for a prompt of `prompt_tokens` (a budget below 1 is a share of it).
   std::unique_ptr<KvCache> make_cache(int64_t prompt_tokens) const;
-  // Greedy generation of up to `max_new_tokens` in `chunk`-token prefill steps, stopping at the
-  // tokenizer's EOS and config.json's EOS ids (the same for every benchmark and `generate`).
+  // Generation of up to `max_new_tokens` in `chunk`-token prefill steps, greedy unless the sweep
+  // samples, stopping at the tokenizer's EOS and config.json's EOS ids (the same for every
+  // benchmark and `generate`).
   SamplingOptions sampling(int64_t max_new_tokens) const;
 };
 
@@ -71,6 +80,9 @@ struct GenerationRequest {
   // A prompt with images (model/vision/multimodal_prompt.h): `prompt` must be its ids (image
   // placeholders expanded); the vision tower has run. Not with context_tokens.
   std::shared_ptr<const MultimodalPrompt> multimodal;
+  // A sampled unit's seed: its own generator, so it samples the same tokens in any batch and when
+  // a killed sweep resumes (eval math: --seed + the sample's index).
+  std::optional<uint64_t> seed;
 };
 
 // The fields every generation record carries: prompt tokens, peak / live / budget KV bytes of the

@@ -32,6 +32,9 @@ SamplingOptions UnitContext::sampling(int64_t max_new_tokens) const {
   SamplingOptions s;
   s.max_new_tokens = max_new_tokens;
   s.prefill_chunk = chunk;
+  s.temperature = temperature;
+  s.top_p = top_p;
+  s.top_k = top_k;
   s.stop_ids = stop_ids(model.config(), &tokenizer);
   return s;
 }
@@ -118,6 +121,7 @@ std::vector<std::pair<GenerationResult, Json>> generate_requests(
     row.max_new_tokens = q.max_new_tokens;
     row.extra_stop_ids = q.extra_stop_ids;
     row.multimodal = q.multimodal;
+    row.seed = q.seed;
     const auto split = q.prompt.begin() + (keep ? q.context_tokens : 0);
     if (r % static_cast<size_t>(copies) == 0) contexts.emplace_back(q.prompt.begin(), split);
     prompts.emplace_back(split, q.prompt.end());
@@ -171,7 +175,7 @@ bool shares_context(const std::vector<GenerationRequest>& per_budget, int64_t ch
     if (other.prompt != q.prompt || other.context_tokens != q.context_tokens ||
         other.budget_tokens != q.budget_tokens || other.budget_extra != q.budget_extra ||
         other.protect_from != q.protect_from || other.max_new_tokens != q.max_new_tokens ||
-        other.extra_stop_ids != q.extra_stop_ids || other.multimodal)
+        other.extra_stop_ids != q.extra_stop_ids || other.multimodal || other.seed != q.seed)
       return false;
   return true;
 }
@@ -361,7 +365,8 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
     g->records.assign(g->n, std::vector<std::optional<Json>>(units));
     for (size_t k = 0; k < g->n; ++k) {
       const SweepCell& cell = cells[first + k];
-      g->contexts.push_back({*m.model, *m.tokenizer, m, g->policy, cell.budget, s.chunk});
+      g->contexts.push_back({*m.model, *m.tokenizer, m, g->policy, cell.budget, s.chunk,
+                             s.temperature, s.top_p, s.top_k});
       g->budgets.push_back(budget_json(cell.budget));
       int64_t finished = 0;
       for (size_t i = 0; i < units; ++i)
