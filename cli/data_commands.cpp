@@ -104,7 +104,13 @@ void register_prep(CLI::App& app, Commands& commands) {
       ->required();
   cmd->add_option("--input", o->inputs, "input files")->required();
   cmd->add_option("--out", o->out, "output directory (new or empty)")->required();
-  cmd->add_option("--format", o->format, "text | jsonl | chat")->capture_default_str();
+  cmd->add_option("--format", o->format,
+                  "text | jsonl | chat | math (problem + solution or messages rows, JSONL or "
+                  "parquet)")
+      ->capture_default_str();
+  cmd->add_option("--instruction", o->instruction,
+                  "math: appended to each problem after a newline (default: eval math's boxed "
+                  "instruction; \"\": none)");
   cmd->add_option("--field", o->field, "jsonl field holding the text")->capture_default_str();
   cmd->add_option("--label-spans", o->label_spans,
                   "jsonl field of [begin, end] byte ranges: only their tokens are labels");

@@ -47,6 +47,9 @@ void register_generate(CLI::App& app, Commands& commands) {
       ->check(kNonNegative)
       ->capture_default_str();
   cmd->add_option("--top-p", o->top_p, "in (0, 1]")->check(kPositive)->capture_default_str();
+  cmd->add_option("--top-k", o->top_k, "sample among the k most likely tokens (0: all)")
+      ->check(kNonNegative)
+      ->capture_default_str();
   cmd->add_option("--seed", o->seed)->capture_default_str();
   cmd->add_flag("--ignore-eos", o->ignore_eos, "do not stop at EOS");
   cmd->add_flag("--json", o->json, "print JSON with ids and rates");

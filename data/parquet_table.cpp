@@ -169,6 +169,81 @@ std::vector<std::optional<int64_t>> ParquetTable::integer_column(const std::stri
   return out;
 }
 
+namespace {
+
+template <typename Scalar>
+Json number(const arrow::Scalar& s) {
+  return static_cast<const Scalar&>(s).value;
+}
+
+// One cell as JSON: what `datasets` stores for text corpora (strings, numbers, booleans, and
+// lists and structs of them, e.g. OpenR1-Math's messages: list<struct<content, role>>).
+Json scalar_json(const arrow::Scalar& s, const std::string& where) {
+  if (!s.is_valid) return nullptr;
+  switch (s.type->id()) {
+    case arrow::Type::STRING:
+    case arrow::Type::LARGE_STRING:
+    case arrow::Type::STRING_VIEW: {
+      const auto& text = static_cast<const arrow::BaseBinaryScalar&>(s);
+      return std::string(reinterpret_cast<const char*>(text.value->data()),
+                         static_cast<size_t>(text.value->size()));
+    }
+    case arrow::Type::BOOL:
+      return number<arrow::BooleanScalar>(s);
+    case arrow::Type::INT8:
+      return number<arrow::Int8Scalar>(s);
+    case arrow::Type::INT16:
+      return number<arrow::Int16Scalar>(s);
+    case arrow::Type::INT32:
+      return number<arrow::Int32Scalar>(s);
+    case arrow::Type::INT64:
+      return number<arrow::Int64Scalar>(s);
+    case arrow::Type::UINT8:
+      return number<arrow::UInt8Scalar>(s);
+    case arrow::Type::UINT16:
+      return number<arrow::UInt16Scalar>(s);
+    case arrow::Type::UINT32:
+      return number<arrow::UInt32Scalar>(s);
+    case arrow::Type::UINT64:
+      return number<arrow::UInt64Scalar>(s);
+    case arrow::Type::FLOAT:
+      return number<arrow::FloatScalar>(s);
+    case arrow::Type::DOUBLE:
+      return number<arrow::DoubleScalar>(s);
+    case arrow::Type::LIST:
+    case arrow::Type::LARGE_LIST: {
+      const auto& values = *static_cast<const arrow::BaseListScalar&>(s).value;
+      Json out = Json::array();
+      for (int64_t k = 0; k < values.length(); ++k)
+        out.push_back(scalar_json(*values.GetScalar(k).ValueOrDie(), where));
+      return out;
+    }
+    case arrow::Type::STRUCT: {
+      const auto& record = static_cast<const arrow::StructScalar&>(s);
+      Json out = Json::object();
+      for (int k = 0; k < s.type->num_fields(); ++k)
+        out[s.type->field(k)->name()] = scalar_json(*record.value[static_cast<size_t>(k)], where);
+      return out;
+    }
+    default:
+      fail(where, ": a cell of type ", s.type->ToString(),
+           " (expected strings, numbers, booleans, lists or structs of them)");
+  }
+}
+
+}  // namespace
+
+std::vector<Json> ParquetTable::json_column(const std::string& name) const {
+  auto column = column_or_fail(*impl_->table, path_, name, "a column");
+  const std::string where = str_cat(path_.string(), ": column '", name, "'");
+  std::vector<Json> out;
+  out.reserve(static_cast<size_t>(column->length()));
+  for (const auto& chunk : column->chunks())
+    for (int64_t i = 0; i < chunk->length(); ++i)
+      out.push_back(scalar_json(*chunk->GetScalar(i).ValueOrDie(), where));
+  return out;
+}
+
 std::vector<std::optional<ParquetImage>> ParquetTable::image_column(const std::string& name) const {
   const char* expected = "an image column, struct<bytes: binary, path: string>";
   auto column = column_or_fail(*impl_->table, path_, name, expected);
@@ -225,6 +300,7 @@ std::vector<std::optional<int64_t>> ParquetTable::integer_column(const std::stri
 std::vector<std::optional<ParquetImage>> ParquetTable::image_column(const std::string&) const {
   return {};
 }
+std::vector<Json> ParquetTable::json_column(const std::string&) const { return {}; }
 
 #endif
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/fs.h"
+#include "core/json.h"
 
 namespace retain {
 
@@ -43,6 +44,10 @@ class ParquetTable {
   std::vector<std::optional<std::string>> text_column(const std::string& name) const;
   std::vector<std::optional<int64_t>> integer_column(const std::string& name) const;
   std::vector<std::optional<ParquetImage>> image_column(const std::string& name) const;
+  // Any column of strings, numbers, booleans, and lists and structs of them, a cell per row as
+  // JSON (null cells null; a struct an object by field name): text corpora's nested columns, e.g.
+  // OpenR1-Math's messages, list<struct<content: string, role: string>>.
+  std::vector<Json> json_column(const std::string& name) const;
 
  private:
   struct Impl;

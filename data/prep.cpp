@@ -11,6 +11,8 @@
 #include "core/log.h"
 #include "core/progress.h"
 #include "data/answer_spans.h"
+#include "data/math_conversation.h"
+#include "data/parquet_table.h"
 #include "data/shards.h"
 #include "model/chat_template.h"
 #include "model/model_config.h"
@@ -242,8 +244,10 @@ Document spans_document(const std::string& text, const Json& spans, const Tokeni
 }  // namespace
 
 PrepSummary run_prep(const PrepOptions& o) {
-  RETAIN_CHECK(o.format == "text" || o.format == "jsonl" || o.format == "chat", "prep: --format '",
-               o.format, "' is not supported (expected text, jsonl or chat)");
+  RETAIN_CHECK(
+      o.format == "text" || o.format == "jsonl" || o.format == "chat" || o.format == "math",
+      "prep: --format '", o.format, "' is not supported (expected text, jsonl, chat or math)");
+  const bool conversations = o.format == "chat" || o.format == "math";
   RETAIN_CHECK(!o.inputs.empty(), "prep: no --input files");
   RETAIN_CHECK(o.shard_tokens > 0, "prep: --shard-tokens must be positive");
   RETAIN_CHECK(!o.out.empty(), "prep: --out is required");
@@ -286,9 +290,11 @@ PrepSummary run_prep(const PrepOptions& o) {
     return *vision_prep ? &**vision_prep : nullptr;
   };
   std::optional<ChatTemplate> tmpl;
-  RETAIN_CHECK(o.chat_template.empty() || o.format == "chat",
-               "prep: --chat-template needs --format chat");
-  if (o.format == "chat") tmpl = load_chat_template(o.tokenizer_dir, o.chat_template);
+  RETAIN_CHECK(o.chat_template.empty() || conversations,
+               "prep: --chat-template needs --format chat or math");
+  RETAIN_CHECK(!o.instruction || o.format == "math", "prep: --instruction needs --format math");
+  const std::string instruction = o.instruction.value_or(kMathInstruction);
+  if (conversations) tmpl = load_chat_template(o.tokenizer_dir, o.chat_template);
   ShardMeta meta{tokenizer_sha256(o.tokenizer_dir), tokenizer->vocab_size(), kShardFormatVersion};
 
   fs::path tmp = out;
@@ -301,7 +307,7 @@ PrepSummary run_prep(const PrepOptions& o) {
   try {
     RETAIN_CHECK(o.label_spans.empty() || o.format == "jsonl",
                  "prep: --label-spans needs --format jsonl");
-    ShardSink sink(tmp, meta, o.shard_tokens, o.format == "chat" || !o.label_spans.empty());
+    ShardSink sink(tmp, meta, o.shard_tokens, conversations || !o.label_spans.empty());
     on_vision = [&](const VisionPrep& v) { sink.set_image_meta(v.image_token_id, v.merge); };
     auto plain_document = [&](const std::string& text) {
       Document d{tokenizer->encode_with_special_tokens(text), {}};
@@ -315,6 +321,24 @@ PrepSummary run_prep(const PrepOptions& o) {
         std::string text = read_text_file(in);
         if (!text.empty()) sink.add(plain_document(text));
         bar.update(static_cast<int64_t>(text.size()));
+        continue;
+      }
+      if (o.format == "math" && fs::path(in).extension() == ".parquet") {
+        const ParquetTable table(in);
+        std::vector<std::vector<Json>> columns;
+        const std::vector<std::string> names = {"messages", "problem", "solution"};
+        for (const auto& name : names)
+          columns.push_back(table.has_column(name) ? table.json_column(name)
+                                                   : std::vector<Json>(table.rows()));
+        for (int64_t r = 0; r < table.rows() && !done(); ++r) {
+          Json row = Json::object();
+          for (size_t c = 0; c < names.size(); ++c)
+            if (!columns[c][r].is_null()) row[names[c]] = columns[c][r];
+          const std::string where = str_cat(in, " row ", r);
+          sink.add(chat_document(math_conversation(row, instruction, where), *tmpl, *tokenizer,
+                                 where, fs::path(in).parent_path(), vision, o.tokenizer_dir));
+        }
+        bar.update(static_cast<int64_t>(fs::file_size(in)));
         continue;
       }
       std::ifstream file(in);
@@ -337,7 +361,8 @@ PrepSummary run_prep(const PrepOptions& o) {
                                     where, o.label_spans));
           }
         } else {
-          sink.add(chat_document(j, *tmpl, *tokenizer, where, fs::path(in).parent_path(), vision,
+          sink.add(chat_document(o.format == "math" ? math_conversation(j, instruction, where) : j,
+                                 *tmpl, *tokenizer, where, fs::path(in).parent_path(), vision,
                                  o.tokenizer_dir));
         }
       }
@@ -346,16 +371,18 @@ PrepSummary run_prep(const PrepOptions& o) {
     bar.finish();
     PrepSummary summary = sink.summary();
     RETAIN_CHECK(summary.docs > 0, "prep: the inputs hold no document");
-    write_json_file_atomic(tmp / "prep.json", {{"tokenizer", o.tokenizer_dir},
-                                               {"tokenizer_sha256", meta.tokenizer_sha256},
-                                               {"format", o.format},
-                                               {"chat_template", o.chat_template},
-                                               {"label_spans", o.label_spans},
-                                               {"inputs", o.inputs},
-                                               {"docs", summary.docs},
-                                               {"images", summary.images},
-                                               {"tokens", summary.tokens},
-                                               {"shards", summary.shards}});
+    write_json_file_atomic(tmp / "prep.json",
+                           {{"tokenizer", o.tokenizer_dir},
+                            {"tokenizer_sha256", meta.tokenizer_sha256},
+                            {"format", o.format},
+                            {"chat_template", o.chat_template},
+                            {"instruction", o.format == "math" ? Json(instruction) : Json(nullptr)},
+                            {"label_spans", o.label_spans},
+                            {"inputs", o.inputs},
+                            {"docs", summary.docs},
+                            {"images", summary.images},
+                            {"tokens", summary.tokens},
+                            {"shards", summary.shards}});
     if (fs::exists(out)) fs::remove(out);
     fs::rename(tmp, out);
     log_info("prep: ", summary.docs, " docs, ", summary.tokens, " tokens, ", summary.images,

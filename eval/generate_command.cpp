@@ -67,6 +67,7 @@ int run_generate_command(const GenerateCommandOptions& o) {
   sampling.max_new_tokens = o.max_new_tokens;
   sampling.temperature = o.temperature;
   sampling.top_p = o.top_p;
+  sampling.top_k = o.top_k;
   sampling.seed = o.seed;
   // config.json's EOS ids, plus the tokenizer's (chat models end turns with it, e.g. <|eot_id|>).
   if (!o.ignore_eos) sampling.stop_ids = stop_ids(model.config(), tokenizer);

@@ -23,6 +23,7 @@ struct GenerateCommandOptions {
   int64_t max_new_tokens = 64;
   double temperature = 0.0;
   double top_p = 1.0;
+  int64_t top_k = 0;  // 0: off
   uint64_t seed = 0;
   bool ignore_eos = false;
   bool json = false;

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "core/json.h"
+#include "data/math_conversation.h"
 #include "eval/cache_factory.h"
 #include "eval/math/math_answer.h"
 #include "eval/math/math_data.h"
@@ -257,6 +258,35 @@ TEST(MathData, BadInputNamesTheFieldAndTheLine) {
   expect_error([&] { load_math_problems(text, MathBenchmark::kAime); }, {".jsonl or .parquet"});
   const auto broken = write_file(dir, "broken.jsonl", "{\"problem\": \n");
   expect_error([&] { load_math_problems(broken, MathBenchmark::kAime); }, {"broken.jsonl:1"});
+}
+
+TEST(MathData, TrainingRowsBecomeTheConversationsEvalMathPrompts) {
+  // problem + solution: the instruction eval math appends, then the solution as the answer.
+  const Json c = math_conversation({{"problem", "P?"}, {"solution", "S"}}, kMathInstruction, "f:1");
+  EXPECT_EQ(c.dump(),
+            Json({{"messages",
+                   {{{"role", "user"}, {"content", std::string("P?\n") + kMathInstruction}},
+                    {{"role", "assistant"}, {"content", "S"}}}}})
+                .dump());
+  EXPECT_EQ(math_conversation({{"problem", "P?"}, {"solution", "S"}}, "",
+                              "f:1")["messages"][0]["content"],
+            "P?");
+  // OpenR1-Math's messages stay as they are (problem and solution beside them are not read).
+  const Json messages = {{{"role", "user"}, {"content", "P?"}},
+                         {{"role", "assistant"}, {"content", "<think>t</think>A"}}};
+  EXPECT_EQ(math_conversation({{"messages", messages}, {"problem", "x"}, {"solution", "y"}},
+                              kMathInstruction, "f:1")["messages"],
+            messages);
+  expect_error(
+      [] {
+        math_conversation({{"question", "q"}}, "", "f.jsonl:4");
+      },
+      {"f.jsonl:4", "'problem'", "'messages'"});
+  expect_error(
+      [] {
+        math_conversation({{"messages", {{{"role", "user"}, {"content", "q"}}}}}, "", "f row 2");
+      },
+      {"f row 2", "no assistant turn"});
 }
 
 TEST(Sampling, TopKAndTopPKeepWhatTheyState) {

@@ -9,10 +9,6 @@
 
 namespace retain {
 
-// The instruction DeepSeek-R1's, Qwen2.5-Math's and lighteval's math evaluations append.
-const char* const kMathInstruction =
-    "Please reason step by step, and put your final answer within \\boxed{}.";
-
 namespace {
 
 class Math final : public Benchmark {

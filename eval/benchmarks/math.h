@@ -21,12 +21,11 @@
 #include <string>
 #include <vector>
 
+#include "data/math_conversation.h"  // kMathInstruction: training and evaluation prompts alike
 #include "eval/sweep.h"
 #include "model/prompt.h"
 
 namespace retain {
-
-extern const char* const kMathInstruction;
 
 struct MathOptions {
   ModelFlags model;

@@ -40,19 +40,13 @@ std::vector<Row> read_parquet(const fs::path& file) {
     rows[i].fields = Json::object();
     rows[i].where = str_cat(file.string(), " row ", i);
   }
-  for (const auto& name : table.column_names()) {
-    const std::string type = table.column_type(name);
-    const bool text = type == "string" || type == "large_string";
-    const bool integer = type.starts_with("int") || type.starts_with("uint");
-    if (!text && !integer) continue;  // images, lists: no math layout reads them
-    auto fill = [&](const auto& column) {
-      for (size_t i = 0; i < rows.size(); ++i)
-        if (column[i]) rows[i].fields[name] = *column[i];
-    };
-    if (text)
-      fill(table.text_column(name));
-    else
-      fill(table.integer_column(name));
+  // The columns the layouts read; others (images, lists of generations) stay unread.
+  for (const char* name : {"question", "answer", "problem", "solution", "subject", "type", "level",
+                           "unique_id", "id", "ID", "problem_idx"}) {
+    if (!table.has_column(name)) continue;
+    const auto column = table.json_column(name);
+    for (size_t i = 0; i < rows.size(); ++i)
+      if (!column[i].is_null()) rows[i].fields[name] = column[i];
   }
   return rows;
 }
