@@ -173,7 +173,8 @@ std::optional<MathNumber> parse_decimal(std::string s) {
   for (char c : digits)
     if (!std::isdigit(static_cast<unsigned char>(c))) return std::nullopt;
   const size_t first = digits.find_first_not_of('0');
-  if ((first != std::string::npos && digits.size() - first > 18) || fraction.size() > 18)
+  // Up to 36 digits are exact in 128 bits; reduced() then keeps what fits 64.
+  if ((first != std::string::npos && digits.size() - first > 36) || fraction.size() > 36)
     return std::nullopt;
   __int128 p = 0, q = 1;
   for (char c : digits) p = p * 10 + (c - '0');

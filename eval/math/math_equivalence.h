@@ -33,8 +33,8 @@ struct MathNumber {
 
 // `text` read as one number, exactly: an integer or a decimal (optional sign, digits grouped by
 // commas in threes allowed: "10,080"), or `\frac{a}{b}` / `a/b` of such (a minus sign before
-// either). nullopt for anything else, a zero denominator, or more than 18 significant digits on a
-// side (kept exact in 64 bits).
+// either). nullopt for anything else, a zero denominator, more than 36 significant digits on a
+// side, or a value whose numerator or denominator in lowest terms leaves 64 bits.
 std::optional<MathNumber> parse_math_number(const std::string& text);
 
 // The MATH dataset's rule or, failing it, equal numbers: both answers (stripped where the
