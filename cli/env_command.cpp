@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <torch/version.h>
 
+#include <cstdlib>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -14,7 +15,13 @@ void register_env_command(CLI::App& app, Commands& commands) {
   auto* cmd = app.add_subcommand("env", "print the build and the devices retain sees");
   commands.add(cmd, [] {
     std::cout << "retain (LibTorch " << TORCH_VERSION << ")\n"
-              << "CPU threads: " << at::get_num_threads() << "\n"
+              << "CPU threads: " << at::get_num_threads()
+              << "\n"
+              // core/openmp_wait.h: PASSIVE unless the user set it (or GOMP_SPINCOUNT).
+              << "OpenMP wait policy: "
+              << (std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY")
+                                                 : "libgomp's default")
+              << (std::getenv("GOMP_SPINCOUNT") ? " (GOMP_SPINCOUNT set)" : "") << "\n"
               << "CUDA sources compiled: " << (cuda_sources_compiled() ? "yes" : "no") << "\n"
               << "CUDA available to LibTorch: " << (at::hasCUDA() ? "yes" : "no") << "\n";
     if (cuda_sources_compiled()) std::cout << cuda_device_summary();

@@ -10,6 +10,7 @@
 #include "core/cpu_isa.h"
 #include "core/error.h"
 #include "core/heap_reuse.h"
+#include "core/openmp_wait.h"
 #include "trainer/launch.h"
 
 namespace {
@@ -45,6 +46,7 @@ int launch_main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  retain::choose_openmp_wait_policy(argv);
   retain::configure_cpu_isa();
   retain::keep_freed_memory_for_reuse();
   if (argc > 1 && std::string(argv[1]) == "launch") {

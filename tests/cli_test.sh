@@ -391,4 +391,18 @@ check_error vl-small-preset "has the tiny preset (not small)" \
   "$retain" init-model --arch qwen3_vl --preset small --out "$work/vlsmall"
 
 echo "$failures failed"
+# OpenMP waits passively when another process is running as retain starts (core/openmp_wait.h):
+# beside a busy loop it does; a user's choice and a team of one are left alone.
+if [ "$(nproc)" -gt 1 ]; then
+  timeout 20 sh -c 'while :; do :; done' &
+  busy=$!
+  env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u OMP_NUM_THREADS "$retain" env | grep -q "OpenMP wait policy: PASSIVE" ||
+    { echo "FAIL openmp-passive-when-shared: $("$retain" env | grep OpenMP)"; failures=$((failures + 1)); }
+  kill $busy
+fi
+OMP_WAIT_POLICY=ACTIVE "$retain" env | grep -q "OpenMP wait policy: ACTIVE" ||
+  { echo "FAIL openmp-user-choice"; failures=$((failures + 1)); }
+env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT OMP_NUM_THREADS=1 "$retain" env | grep -q "libgomp's default" ||
+  { echo "FAIL openmp-one-thread"; failures=$((failures + 1)); }
+
 [ "$failures" -eq 0 ]

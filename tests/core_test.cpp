@@ -1,8 +1,9 @@
 // core/: YAML config with overrides, JSON errors, UTF-8 validation, progress rendering, atomic
-// writes.
+// writes, the OpenMP wait policy's reading of /proc/stat.
 #include "core/base64.h"
 #include "core/config.h"
 #include "core/json.h"
+#include "core/openmp_wait.h"
 #include "core/progress.h"
 #include "core/utf8.h"
 #include "test_util.h"
@@ -116,6 +117,21 @@ TEST(Fs, AtomicWriteKeepsOldContentOnFailure) {
   int files = 0;
   for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir.path())) ++files;
   EXPECT_EQ(files, 1);
+}
+
+}  // namespace
+}  // namespace retain
+
+namespace retain {
+namespace {
+
+TEST(OpenMpWait, ReadsTheRunnableProcessesFromProcStat) {
+  const std::string stat =
+      "cpu  1 2 3 4\ncpu0 1 2 3 4\nintr 5 6\nctxt 7\nbtime 8\nprocesses 9\nprocs_running 3\n"
+      "procs_blocked 0\n";
+  EXPECT_EQ(runnable_processes(stat), 3);
+  EXPECT_EQ(runnable_processes("cpu 1 2\nprocs_blocked 1\n"), -1);
+  EXPECT_EQ(runnable_processes(""), -1);
 }
 
 }  // namespace
