@@ -232,7 +232,8 @@ Document chat_document(const Json& line, const ChatTemplate& tmpl, const Tokeniz
 // split prefixes ending at these boundaries the same way as the whole text).
 Document spans_document(const std::string& text, const Json& spans, const Tokenizer& tokenizer,
                         const std::string& where, const std::string& field) {
-  Document doc{tokenizer.encode_with_special_tokens(text), {}};
+  Document doc;
+  doc.ids = tokenizer.encode_with_special_tokens(text);
   doc.mask = answer_span_mask(text, spans, doc.ids, tokenizer, where, field);
   const bool ends_in_span =
       !spans.empty() && spans.back()[1].get<int64_t>() == static_cast<int64_t>(text.size());
@@ -310,7 +311,8 @@ PrepSummary run_prep(const PrepOptions& o) {
     ShardSink sink(tmp, meta, o.shard_tokens, conversations || !o.label_spans.empty());
     on_vision = [&](const VisionPrep& v) { sink.set_image_meta(v.image_token_id, v.merge); };
     auto plain_document = [&](const std::string& text) {
-      Document d{tokenizer->encode_with_special_tokens(text), {}};
+      Document d;
+      d.ids = tokenizer->encode_with_special_tokens(text);
       end_with_eos(d, *tokenizer, /*masked=*/false);
       return d;
     };

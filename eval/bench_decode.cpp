@@ -1,7 +1,9 @@
 #include "eval/bench_decode.h"
 
+#include <ATen/record_function.h>
 #include <torch/cuda.h>
 
+#include <atomic>
 #include <cstdio>
 #include <iostream>
 
@@ -159,6 +161,26 @@ int run_bench_decode_command(const BenchDecodeOptions& options) {
                          static_cast<double>(o.batch * (o.context + o.new_tokens)) *
                          static_cast<double>(c10::elementSize(model->dtype()));
 
+  // ATen operators in one steady decode step (the third generated token's step minus the
+  // second's run; nested ones counted too): on the CPU the proxy for the kernels a step launches.
+  // A replayed CUDA graph runs no operator, and counts 0.
+  auto ops_generating = [&](int64_t new_tokens) {
+    static std::atomic<int64_t> ops{0};
+    SamplingOptions counted = sampling;
+    counted.max_new_tokens = new_tokens;
+    auto counted_cache = new_cache();
+    ops = 0;
+    auto handle = at::addThreadLocalCallback(at::RecordFunctionCallback(
+        [](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> {
+          ++ops;
+          return nullptr;
+        }));
+    generate_batch(*model, prompts, *counted_cache, counted);
+    at::removeCallback(handle);
+    return ops.load();
+  };
+  const int64_t step_ops = ops_generating(3) - ops_generating(2);
+
   if (world) world->shutdown();  // rank 0 hosts the store: it waits for the others
   if (!leader) return 0;
   Json out = resolved;
@@ -177,6 +199,9 @@ int run_bench_decode_command(const BenchDecodeOptions& options) {
   out["copy_bandwidth_bytes_per_s"] = bandwidth;
   out["roofline_ms_per_step"] = ideal_ms;
   out["roofline_fraction"] = ideal_ms / step_ms;
+  out["aten_ops_per_decode_step"] = step_ops;
+  out["aten_ops_per_layer_per_step"] =
+      static_cast<double>(step_ops) / static_cast<double>(c.num_layers);
   // The greedy ids of every row: a peer fed the same prompts can check it decoded the same.
   Json tokens = Json::array();
   for (const auto& row : results) tokens.push_back(row.tokens);
@@ -191,6 +216,11 @@ int run_bench_decode_command(const BenchDecodeOptions& options) {
   std::printf("decode       %12.1f tokens/s  (%lld x %lld steps, %.3f ms per step, %s)\n",
               decode_rate, static_cast<long long>(o.batch), static_cast<long long>(steps), step_ms,
               r.decode_mode.c_str());
+  std::printf(
+      "ops          %lld ATen operators per decode step, %.1f per layer (nested included; "
+      "a replayed CUDA graph counts none)\n",
+      static_cast<long long>(step_ops),
+      static_cast<double>(step_ops) / static_cast<double>(c.num_layers));
   if (world)
     std::printf("tensor parallel %d: weights and KV below are one rank's share\n", world->world());
   std::printf("KV live      %s after prefill, %s at the end, peak %s (full cache: %s)\n",

@@ -1,5 +1,7 @@
 #include "model/decoder.h"
 
+#include <algorithm>
+
 #include <ATen/core/grad_mode.h>
 
 #include <cmath>
@@ -204,7 +206,107 @@ Decoder Decoder::assemble(ModelConfig config, const LoadOptions& options,
     layer.down_b = get(p + "mlp.down_proj.bias");
     m.layers_.push_back(std::move(layer));
   }
+  if (options.fuse_projections) {
+    std::unordered_map<std::string, size_t> index;
+    for (size_t i = 0; i < m.params_.size(); ++i) index.emplace(m.params_[i].first, i);
+    by_name.clear();  // so each layer's separate tensors are freed as it is fused
+    for (int64_t l = 0; l < m.config_.num_layers; ++l)
+      m.fuse_layer(m.layers_[static_cast<size_t>(l)], str_cat(prefix, "layers.", l, "."), index);
+  }
   return m;
+}
+
+namespace {
+
+// Whether these weights (and their biases: all or none) can be one product: 2-D, contiguous, one
+// dtype and device, no gradient.
+bool fusable(const std::vector<at::Tensor>& weights, const std::vector<at::Tensor>& biases) {
+  for (const auto& w : weights)
+    if (!w.defined() || w.dim() != 2 || !w.is_contiguous() || w.requires_grad() ||
+        w.scalar_type() != weights[0].scalar_type() || w.device() != weights[0].device() ||
+        w.size(1) != weights[0].size(1))
+      return false;
+  const bool any_bias =
+      std::any_of(biases.begin(), biases.end(), [](auto& b) { return b.defined(); });
+  const bool all_bias =
+      std::all_of(biases.begin(), biases.end(), [](auto& b) { return b.defined(); });
+  return any_bias == all_bias;
+}
+
+// Rows [offset, offset + n) of `fused`, for each of `parts` in turn.
+void view_parts(const at::Tensor& fused, std::vector<at::Tensor*> parts) {
+  int64_t offset = 0;
+  for (at::Tensor* part : parts) {
+    const int64_t n = part->size(0);
+    *part = fused.narrow(0, offset, n);
+    offset += n;
+  }
+}
+
+}  // namespace
+
+void Decoder::fuse_layer(Layer& layer, const std::string& p,
+                         const std::unordered_map<std::string, size_t>& index) {
+  auto rebind = [&](const std::string& name, const at::Tensor& view) {
+    if (view.defined()) params_[index.at(name)].second = view;
+  };
+  if (fusable({layer.q_w, layer.k_w, layer.v_w}, {layer.q_b, layer.k_b, layer.v_b})) {
+    layer.qkv_w = at::cat({layer.q_w, layer.k_w, layer.v_w}, 0);
+    view_parts(layer.qkv_w, {&layer.q_w, &layer.k_w, &layer.v_w});
+    if (layer.q_b.defined()) {
+      layer.qkv_b = at::cat({layer.q_b, layer.k_b, layer.v_b}, 0);
+      view_parts(layer.qkv_b, {&layer.q_b, &layer.k_b, &layer.v_b});
+    }
+    rebind(p + "self_attn.q_proj.weight", layer.q_w);
+    rebind(p + "self_attn.k_proj.weight", layer.k_w);
+    rebind(p + "self_attn.v_proj.weight", layer.v_w);
+    rebind(p + "self_attn.q_proj.bias", layer.q_b);
+    rebind(p + "self_attn.k_proj.bias", layer.k_b);
+    rebind(p + "self_attn.v_proj.bias", layer.v_b);
+  }
+  if (fusable({layer.gate_w, layer.up_w}, {layer.gate_b, layer.up_b})) {
+    layer.gate_up_w = at::cat({layer.gate_w, layer.up_w}, 0);
+    view_parts(layer.gate_up_w, {&layer.gate_w, &layer.up_w});
+    if (layer.gate_b.defined()) {
+      layer.gate_up_b = at::cat({layer.gate_b, layer.up_b}, 0);
+      view_parts(layer.gate_up_b, {&layer.gate_b, &layer.up_b});
+    }
+    rebind(p + "mlp.gate_proj.weight", layer.gate_w);
+    rebind(p + "mlp.gate_proj.bias", layer.gate_b);
+    rebind(p + "mlp.up_proj.weight", layer.up_w);
+    rebind(p + "mlp.up_proj.bias", layer.up_b);
+  }
+}
+
+void Decoder::unfuse_layer(Layer& layer, const std::string& p,
+                           const std::unordered_map<std::string, size_t>& index) {
+  // Each view becomes its own tensor, in params_ and in the layer alike.
+  auto own = [&](at::Tensor& field, const std::string& name) {
+    if (!field.defined()) return;
+    field = field.clone();
+    params_[index.at(name)].second = field;
+  };
+  if (layer.qkv_w.defined()) {
+    own(layer.q_w, p + "self_attn.q_proj.weight");
+    own(layer.k_w, p + "self_attn.k_proj.weight");
+    own(layer.v_w, p + "self_attn.v_proj.weight");
+    own(layer.q_b, p + "self_attn.q_proj.bias");
+    own(layer.k_b, p + "self_attn.k_proj.bias");
+    own(layer.v_b, p + "self_attn.v_proj.bias");
+    layer.qkv_w = layer.qkv_b = at::Tensor();
+  }
+  if (layer.gate_up_w.defined()) {
+    own(layer.gate_w, p + "mlp.gate_proj.weight");
+    own(layer.up_w, p + "mlp.up_proj.weight");
+    own(layer.gate_b, p + "mlp.gate_proj.bias");
+    own(layer.up_b, p + "mlp.up_proj.bias");
+    layer.gate_up_w = layer.gate_up_b = at::Tensor();
+  }
+}
+
+bool Decoder::projections_fused() const {
+  return !layers_.empty() &&
+         (layers_.front().qkv_w.defined() || layers_.front().gate_up_w.defined());
 }
 
 int64_t Decoder::weight_bytes() const {
@@ -218,7 +320,16 @@ at::Tensor Decoder::rms_norm(const at::Tensor& x, const at::Tensor& weight) cons
 }
 
 at::Tensor Decoder::mlp(const Layer& layer, const at::Tensor& x) const {
-  auto gate = project(x, layer.gate_w, layer.gate_b);
+  at::Tensor gate, up;
+  if (layer.gate_up_w.defined()) {
+    const auto gate_up = project(x, layer.gate_up_w, layer.gate_up_b);
+    const int64_t n = layer.gate_w.size(0);
+    gate = gate_up.narrow(-1, 0, n);
+    up = gate_up.narrow(-1, n, gate_up.size(-1) - n);
+  } else {
+    gate = project(x, layer.gate_w, layer.gate_b);
+    up = project(x, layer.up_w, layer.up_b);
+  }
   switch (config_.activation) {
     case Activation::kSilu:
       gate = at::silu(gate);
@@ -233,10 +344,9 @@ at::Tensor Decoder::mlp(const Layer& layer, const at::Tensor& x) const {
       gate = at::relu(gate);
       break;
   }
-  if (!tp_) return project(gate * project(x, layer.up_w, layer.up_b), layer.down_w, layer.down_b);
+  if (!tp_) return project(gate * up, layer.down_w, layer.down_b);
   // Row-parallel down_proj: the partial products are summed, then the bias is added once.
-  auto out = tensor_parallel_reduce(
-      *tp_, project(gate * project(x, layer.up_w, layer.up_b), layer.down_w));
+  auto out = tensor_parallel_reduce(*tp_, project(gate * up, layer.down_w));
   return layer.down_b.defined() ? out + layer.down_b : out;
 }
 
@@ -248,9 +358,25 @@ at::Tensor Decoder::run_layer(int64_t l, const at::Tensor& x, const at::Tensor& 
   const int64_t b = x.size(0), t = x.size(1);
   auto h = rms_norm(x, layer.input_norm);
   if (tp_) h = tensor_parallel_enter(*tp_, h);
-  auto q = project(h, layer.q_w, layer.q_b).view({b, t, c.num_heads, c.head_dim});
-  auto k = project(h, layer.k_w, layer.k_b).view({b, t, c.num_kv_heads, c.head_dim});
-  auto v = project(h, layer.v_w, layer.v_b).view({b, t, c.num_kv_heads, c.head_dim});
+  at::Tensor q, k, v;
+  if (layer.qkv_w.defined()) {
+    // One product, split by columns: q and k go through kernels that take any strides (the
+    // norms copy, the rotary writes anew); v is copied out, as the caches' appends expect the
+    // layout a separate product gives.
+    const auto parts =
+        project(h, layer.qkv_w, layer.qkv_b)
+            .split_with_sizes({layer.q_w.size(0), layer.k_w.size(0), layer.v_w.size(0)}, -1);
+    q = parts[0];
+    k = parts[1];
+    v = parts[2].contiguous();
+  } else {
+    q = project(h, layer.q_w, layer.q_b);
+    k = project(h, layer.k_w, layer.k_b);
+    v = project(h, layer.v_w, layer.v_b);
+  }
+  q = q.view({b, t, c.num_heads, c.head_dim});
+  k = k.view({b, t, c.num_kv_heads, c.head_dim});
+  v = v.view({b, t, c.num_kv_heads, c.head_dim});
   if (c.qk_norm) {
     q = rms_norm(q, layer.q_norm);
     k = rms_norm(k, layer.k_norm);
@@ -382,6 +508,13 @@ at::Tensor Decoder::forward_hidden(const at::Tensor& input_ids, const at::Tensor
 }
 
 void Decoder::set_trainable(bool trainable) {
+  if (trainable && projections_fused()) {
+    std::unordered_map<std::string, size_t> index;
+    for (size_t i = 0; i < params_.size(); ++i) index.emplace(params_[i].first, i);
+    for (int64_t l = 0; l < config_.num_layers; ++l)
+      unfuse_layer(layers_[static_cast<size_t>(l)],
+                   str_cat(config_.weight_prefix, "layers.", l, "."), index);
+  }
   for (auto& [name, p] : params_) p.requires_grad_(trainable);
 }
 

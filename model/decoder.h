@@ -12,6 +12,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -72,6 +73,11 @@ struct LoadOptions {
   // group sums the row-parallel products. Embeddings, norms, the LM head and a vision tower are
   // replicated. Null: the whole model.
   std::shared_ptr<Collectives> tensor_parallel = nullptr;
+  // q/k/v and gate/up weights concatenated at load, so a layer runs two products where it ran
+  // five (each output is the same dot product; MKL and cuBLAS may sum it in another order, so the
+  // logits agree to rounding, not bit for bit). The separate names stay, as views of the fused
+  // tensors: nothing is held twice. set_trainable(true) separates them again.
+  bool fuse_projections = true;
 };
 
 class Decoder {
@@ -118,7 +124,11 @@ class Decoder {
   // rank's under tensor parallelism).
   int64_t weight_bytes() const;
   // Turns gradients on for every parameter (train.trainable: base) or off (the frozen default).
+  // Trainable weights are separate tensors (a fused product would not reach their gradients), so
+  // this first undoes LoadOptions::fuse_projections.
   void set_trainable(bool trainable);
+  // Whether the layers run fused q/k/v and gate/up products.
+  bool projections_fused() const;
 
  private:
   static Decoder assemble(ModelConfig config, const LoadOptions& options,
@@ -126,7 +136,16 @@ class Decoder {
   struct Layer {
     at::Tensor input_norm, q_w, q_b, k_w, k_b, v_w, v_b, o_w, o_b, q_norm, k_norm;
     at::Tensor post_norm, gate_w, gate_b, up_w, up_b, down_w, down_b;
+    // LoadOptions::fuse_projections: [q; k; v] and [gate; up] by rows (undefined when not fused;
+    // the fields above are then views of them).
+    at::Tensor qkv_w, qkv_b, gate_up_w, gate_up_b;
   };
+  // Concatenates one layer's q/k/v and gate/up weights (when their shapes and biases allow) and
+  // makes the separate fields and params_ entries views of them; `index` maps names to params_.
+  void fuse_layer(Layer& layer, const std::string& prefix,
+                  const std::unordered_map<std::string, size_t>& index);
+  void unfuse_layer(Layer& layer, const std::string& prefix,
+                    const std::unordered_map<std::string, size_t>& index);
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight) const;
   at::Tensor mlp(const Layer& layer, const at::Tensor& x) const;
   // One decoder block: x (B, T, d) -> x (B, T, d).

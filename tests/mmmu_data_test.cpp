@@ -146,7 +146,9 @@ TEST(MmmuData, ScoresEqualTheOfficialEvaluation) {
   for (size_t i = 0; i < records.size(); ++i) {
     const Json& e = expected["questions"][i];
     EXPECT_EQ(judged[i].correct, e["correct"].get<bool>()) << e["id"];
-    if (e["parsed"].is_string()) EXPECT_EQ(judged[i].parsed, e["parsed"].get<std::string>());
+    if (e["parsed"].is_string()) {
+      EXPECT_EQ(judged[i].parsed, e["parsed"].get<std::string>());
+    }
   }
   for (const auto& [key, acc] : expected["accuracy"].items())
     EXPECT_DOUBLE_EQ(metrics.at(key).get<double>(), python_round(100.0 * acc.get<double>(), 1))

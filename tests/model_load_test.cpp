@@ -2,7 +2,12 @@
 // the Python sentencepiece library's; init-model writes loadable, deterministic models.
 #include <c10/core/InferenceMode.h>
 
+#include <ATen/Parallel.h>
+#include <ATen/record_function.h>
+
+#include <atomic>
 #include <fstream>
+#include <string_view>
 
 #include "core/json.h"
 #include "core/safetensors.h"
@@ -118,6 +123,68 @@ TEST(ModelLoad, LoadsInBf16AndFp16) {
     double diff = (logits - expected).abs().max().item<double>();
     EXPECT_LE(diff, 0.15) << c10::toString(dtype);
   }
+}
+
+// aten::linear calls while `f` runs: the number of products (at one thread project() is
+// at::linear), the proxy for the kernels a layer launches.
+int64_t linear_calls(const std::function<void()>& f) {
+  static std::atomic<int64_t> calls{0};
+  calls = 0;
+  auto handle = at::addGlobalCallback(at::RecordFunctionCallback(
+      [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        if (std::string_view(fn.name()) == "aten::linear") ++calls;
+        return nullptr;
+      }));
+  f();
+  at::removeCallback(handle);
+  return calls;
+}
+
+TEST(ModelLoad, FusedProjectionsGiveTheSeparateProducts) {
+  c10::InferenceMode guard;
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  // Biased q/k/v (qwen2), q/k norms (qwen3), a plain llama.
+  for (const char* name : {"qwen2_bias_yarn", "qwen3_qknorm", "llama_gqa4_llama3"}) {
+    SCOPED_TRACE(name);
+    LoadOptions separate_options;
+    separate_options.fuse_projections = false;
+    Decoder fused = Decoder::load(hf_case(name), {});
+    Decoder separate = Decoder::load(hf_case(name), separate_options);
+    ASSERT_TRUE(fused.projections_fused());
+    ASSERT_FALSE(separate.projections_fused());
+    auto ids = at::randint(0, fused.config().vocab_size, {2, 9}, at::kLong);
+    auto positions = at::arange(9).view({1, -1}).expand({2, 9});
+    at::Tensor a, b;
+    const int64_t fused_calls = linear_calls([&] { a = fused.forward(ids, positions, nullptr); });
+    const int64_t separate_calls =
+        linear_calls([&] { b = separate.forward(ids, positions, nullptr); });
+    // Seven products per layer become four (qkv, o, gate-up, down); the LM head is one more.
+    const int64_t layers = fused.config().num_layers;
+    EXPECT_EQ(separate_calls, 7 * layers + 1);
+    EXPECT_EQ(fused_calls, 4 * layers + 1);
+    EXPECT_LE((a - b).abs().max().item<double>(), 1e-5);
+    // The same names, shapes and values, held once: the separate names are views of the fused.
+    ASSERT_EQ(fused.named_parameters().size(), separate.named_parameters().size());
+    for (size_t i = 0; i < fused.named_parameters().size(); ++i) {
+      const auto& [n1, t1] = fused.named_parameters()[i];
+      const auto& [n2, t2] = separate.named_parameters()[i];
+      EXPECT_EQ(n1, n2);
+      EXPECT_TRUE(at::equal(t1, t2)) << n1;
+    }
+    EXPECT_EQ(fused.weight_bytes(), separate.weight_bytes());
+    // Training the base separates them again: gradients reach every named weight.
+    fused.set_trainable(true);
+    EXPECT_FALSE(fused.projections_fused());
+    for (const auto& [n, t] : fused.named_parameters()) {
+      EXPECT_FALSE(t.is_view()) << n;
+      EXPECT_TRUE(t.requires_grad()) << n;
+    }
+    fused.set_trainable(false);
+    EXPECT_EQ(linear_calls([&] { a = fused.forward(ids, positions, nullptr); }), 7 * layers + 1);
+    EXPECT_LE((a - b).abs().max().item<double>(), 1e-5);
+  }
+  at::set_num_threads(threads);
 }
 
 TEST(ModelLoad, ParametersAreFrozen) {

@@ -192,8 +192,9 @@ TEST_P(PolicyOnModel, ImagePromptsKeepTheBound) {
   EXPECT_EQ(r.tokens.size(), 6u);
   EXPECT_LE(r.max_attended_total, heads * (budget + 1)) << GetParam();
   const auto shares = layer_budgets(policy, budget, c.num_layers);
-  if (policy.allocation.kind == BudgetAllocation::Kind::kUniform && !policy.global())
+  if (policy.allocation.kind == BudgetAllocation::Kind::kUniform && !policy.global()) {
     EXPECT_LE(r.max_attended_entries, budget + 1) << GetParam();
+  }
   for (int64_t l = 0; l < c.num_layers; ++l)
     expect_layer_within(policy, small.lengths(l), shares[l], 1, GetParam());
 }

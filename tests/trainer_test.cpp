@@ -348,7 +348,7 @@ TEST(Trainer, BadInputFailsClearly) {
   EXPECT_ERROR_CONTAINS(run_prep(prep), "nofield.jsonl:1: field 'text' is missing");
   write_text_file_atomic(dir / "shards" / "shard-00000.h5", "this is not hdf5");
   EXPECT_ERROR_CONTAINS(ShardReader(dir / "shards" / "shard-00000.h5"), "not a valid HDF5 file");
-  write_shard(dir / "e.h5", ShardContents{{}, {0}, {}}, {"sha", 10, kShardFormatVersion});
+  write_shard(dir / "e.h5", ShardContents{}, {"sha", 10, kShardFormatVersion});  // no document
   EXPECT_ERROR_CONTAINS(ShardReader(dir / "e.h5"), "holds no document");
 }
 
@@ -425,7 +425,9 @@ TEST(Prep, DocumentsAreTheFullEncodingEndingInOneEos) {
         const auto begin = reader.doc_offsets()[d], end = reader.doc_offsets()[d + 1];
         EXPECT_EQ(std::vector<int64_t>(ids.begin() + begin, ids.begin() + end), want) << text;
         EXPECT_NE(ids[end - 2], eos) << "two EOS at the end of " << text;
-        if (spans) EXPECT_EQ(mask[end - 1], d == 0 ? 1 : 0) << "the final EOS of " << text;
+        if (spans) {
+          EXPECT_EQ(mask[end - 1], d == 0 ? 1 : 0) << "the final EOS of " << text;
+        }
       }
     }
   }
