@@ -15,8 +15,8 @@ namespace retain {
 
 // Call first in main(). Unless the user chose (OMP_WAIT_POLICY or GOMP_SPINCOUNT set; ACTIVE or
 // PASSIVE force either), one thread runs (OMP_NUM_THREADS=1: no team) or only one core exists:
-// when another process is runnable as retain starts (/proc/stat's procs_running, read a few times
-// over ~50 ms), sets OMP_WAIT_POLICY=PASSIVE and re-executes the program (libgomp reads its
+// when another process is runnable as retain starts (/proc/stat's procs_running, in at least 3 of
+// 5 reads over ~50 ms), sets OMP_WAIT_POLICY=PASSIVE and re-executes the program (libgomp reads its
 // environment once, when it is loaded, before main runs; the second start costs ~0.5 s). A
 // process that starts competing later is not seen: set OMP_WAIT_POLICY=PASSIVE for long runs on
 // a shared machine. If the re-execution fails the program goes on spinning.
