@@ -8,25 +8,35 @@
 
 namespace retain {
 
-std::vector<int64_t> prompt_ids(const std::string& model_dir, const Tokenizer& tokenizer,
-                                const std::string& text, const ChatFlags& flags) {
+PromptEncoder::PromptEncoder(const std::string& model_dir, const ChatFlags& flags) : flags_(flags) {
   RETAIN_CHECK(!(flags.chat && flags.no_chat), "--chat and --no-chat exclude each other");
-  bool has_template = has_chat_template(model_dir);
-  bool use_chat = flags.chat || (!flags.no_chat && (has_template || !flags.chat_template.empty()));
+  const bool use_chat =
+      flags.chat ||
+      (!flags.no_chat && (has_chat_template(model_dir) || !flags.chat_template.empty()));
   if (!use_chat) {
     RETAIN_CHECK(!flags.system, "--system needs the chat template (drop --no-chat)");
-    return tokenizer.encode_prompt(text);
+    return;
   }
-  ChatTemplate tmpl = load_chat_template(model_dir, flags.chat_template);
+  template_ =
+      std::make_shared<const ChatTemplate>(load_chat_template(model_dir, flags.chat_template));
+  log_info("chat template ", template_->origin(), " applied");
+}
+
+std::vector<int64_t> PromptEncoder::encode(const Tokenizer& tokenizer,
+                                           const std::string& text) const {
+  if (!template_) return tokenizer.encode_prompt(text);
   std::vector<ChatMessage> messages;
-  if (flags.system) messages.push_back({"system", *flags.system});
+  if (flags_.system) messages.push_back({"system", *flags_.system});
   messages.push_back({"user", text});
   ChatOptions options;
-  options.enable_thinking = !flags.no_thinking;
-  std::string rendered = tmpl.render(messages, options);
-  log_info("chat template ", tmpl.origin(), " applied");
+  options.enable_thinking = !flags_.no_thinking;
   // The template writes BOS itself where the model has one.
-  return tokenizer.encode(rendered);
+  return tokenizer.encode(template_->render(messages, options));
+}
+
+std::vector<int64_t> prompt_ids(const std::string& model_dir, const Tokenizer& tokenizer,
+                                const std::string& text, const ChatFlags& flags) {
+  return PromptEncoder(model_dir, flags).encode(tokenizer, text);
 }
 
 std::vector<int64_t> parse_id_list(const std::string& text, const std::string& flag) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,8 +22,22 @@ struct ChatFlags {
   bool no_thinking = false;           // --no-thinking: qwen3's enable_thinking=false
 };
 
-// The prompt's ids: through the chat template when asked (or when the model has one and
-// --no-chat is absent), else BOS + text.
+class ChatTemplate;
+
+// Text prompts into ids as the flags say: through the chat template when asked (or when the model
+// has one and --no-chat is absent), else BOS + text. The template is read and parsed once, for
+// every prompt of a benchmark.
+class PromptEncoder {
+ public:
+  PromptEncoder(const std::string& model_dir, const ChatFlags& flags);
+  std::vector<int64_t> encode(const Tokenizer& tokenizer, const std::string& text) const;
+
+ private:
+  ChatFlags flags_;
+  std::shared_ptr<const ChatTemplate> template_;  // null: raw prompts
+};
+
+// One prompt's ids (a PromptEncoder for one text).
 std::vector<int64_t> prompt_ids(const std::string& model_dir, const Tokenizer& tokenizer,
                                 const std::string& text, const ChatFlags& flags);
 

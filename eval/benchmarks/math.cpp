@@ -27,11 +27,12 @@ class Math final : public Benchmark {
   void prepare(const EvalModel& m) override {
     // Every cell and sample reads the same prompt: render and encode each once.
     prompts_.reserve(problems_.size());
+    const PromptEncoder encoder(o_.model.model_dir, o_.chat);
     int64_t longest = 0;
     for (const auto& p : problems_) {
       const std::string text =
           o_.instruction.empty() ? p.problem : p.problem + "\n" + o_.instruction;
-      prompts_.push_back(prompt_ids(o_.model.model_dir, *m.tokenizer, text, o_.chat));
+      prompts_.push_back(encoder.encode(*m.tokenizer, text));
       longest = std::max<int64_t>(longest, static_cast<int64_t>(prompts_.back().size()));
     }
     const int64_t positions = m.model->config().max_position_embeddings;
