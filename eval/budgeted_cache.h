@@ -15,6 +15,11 @@
 // window differ), and every count, cut and peak is per sequence, so a row of a batch keeps what
 // it would keep alone.
 //
+// The cache orchestrates four parts (eval/cache/): CacheStorage (buffers, append, compaction,
+// bytes), PolicyRows (the per-budget policies and per-row budgets), QueryState (the queries the
+// policy votes with, and their statistics) and an EvictionPlanner chosen once from the policy
+// (per-head, pooled, global, threshold); static decode adds StaticDecodeCounts.
+//
 // Shapes: B sequences, Hk KV heads, C capacity, D head dim, S = longest live head.
 #pragma once
 
@@ -24,6 +29,11 @@
 #include <memory>
 #include <vector>
 
+#include "eval/cache/cache_storage.h"
+#include "eval/cache/eviction_planner.h"
+#include "eval/cache/policy_rows.h"
+#include "eval/cache/query_state.h"
+#include "eval/cache/static_decode_counts.h"
 #include "eval/policies/policy_registry.h"
 #include "gates/gate_bank.h"
 #include "model/kv_cache.h"
@@ -89,110 +99,35 @@ class BudgetedKvCache : public KvCache {
   int64_t budget_bytes() const override;
   std::vector<RowBytes> row_bytes() const override;
   // Bytes of the K/V buffers as allocated (live entries plus free slots).
-  int64_t allocated_bytes() const;
+  int64_t allocated_bytes() const { return storage_.allocated_bytes(); }
   // Live entries per (sequence, KV head) of `layer`: (B, Hk) int64.
-  at::Tensor lengths(int64_t layer) const { return layers_.at(layer).length; }
+  at::Tensor lengths(int64_t layer) const { return storage_.layer(layer).length; }
   // Positions of the live entries of (layer, b, head), in insertion order.
-  std::vector<int64_t> live_positions(int64_t layer, int64_t b, int64_t head) const;
+  std::vector<int64_t> live_positions(int64_t layer, int64_t b, int64_t head) const {
+    return storage_.live_positions(layer, b, head);
+  }
   // The policy's score of every slot (empty slots -inf): (B, Hk, S). Exposed for tests.
   at::Tensor scores(int64_t layer) const;
 
  private:
-  struct Layer {
-    at::Tensor keys, values;  // (B, Hk, C, D)
-    at::Tensor positions;     // (B, Hk, C) int64, -1 = empty
-    at::Tensor stat;    // (B, Hk, C) fp32: log beta | accumulated attention | key norm | random
-    at::Tensor length;  // (B, Hk) int64
-    // length.max() on the host, kept by eager steps (each adds T to every head) and re-read after
-    // each compaction and after static decode, so an eager step reads nothing from the device.
-    int64_t longest = 0;
-    at::Tensor pending_q;  // this step's queries (policies that take votes)
-    // Votes::kObservationWindow: the policy's last `voters()` queries seen and their positions,
-    // whatever the chunks were: the observation window they vote with.
-    at::Tensor recent_q, recent_positions;
-    at::Tensor pending_stat;  // this step's per-token statistic (B, Hk, T)
-    // query_statistics_from() >= 0: per sequence the number of pre-RoPE queries counted (B,), their
-    // mean (B, H, D) and the sum of their squared deviations (B, H, D, D), all fp32 and updated in
-    // place (a captured decode step updates them).
-    at::Tensor query_count, query_mean, query_m2;
-  };
-  // Each group's policy is copied with the cache (clone()).
-  struct PolicyHandle {
-    std::unique_ptr<EvictionPolicy> policy;
-    explicit PolicyHandle(std::unique_ptr<EvictionPolicy> p) : policy(std::move(p)) {}
-    PolicyHandle(const PolicyHandle& other) : policy(other.policy->clone()) {}
-    PolicyHandle& operator=(const PolicyHandle&) = delete;
-    EvictionPolicy* operator->() const { return policy.get(); }
-  };
-  // The sequences sharing one budget, and that budget's policy.
-  struct PolicyGroup {
-    PolicyHandle policy;
-    int64_t budget;
-    std::vector<int64_t> rows;  // empty: every row (one budget for the batch)
-    at::Tensor index;           // rows on the cache's device (undefined for every row)
-  };
-
-  void allocate(Layer& l, const at::Tensor& keys);
-  void grow(Layer& l, int64_t capacity);
-  // Fixes the batch size and device on the first step: per-row budgets and group indices.
   void bind_rows(int64_t batch, const at::Device& device);
-  // f(group, rows) for each policy group; `rows` selects the group's sequences of a (B, ...)
-  // tensor. The groups' results (B_g, ...) are put back in batch order.
-  template <typename F>
-  at::Tensor by_group(F&& f) const;
-  // The properties every group shares (they do not depend on the budget).
-  const EvictionPolicy& policy() const { return *groups_.front().policy.policy; }
-  // Keeps the entries where keep (B, Hk, S) is true, packed to the front in insertion order.
-  void compact(Layer& l, const at::Tensor& keep);
-  // The eager end of a step: drop padding, evict what the policy says, record the peak.
+  // What the planner cuts and ranks.
+  EvictionScope scope();
+  // The eager end of a step: drop padding, record the peak, evict what the policy says.
   void evict_now();
-  // Live entries per sequence, all layers and heads (one device read).
-  std::vector<int64_t> row_entries() const;
-  int64_t bytes_per_entry() const;
-  // Static decode: reads each layer's longest head and each sequence's total to the host.
-  void sync_host_counts();
-  // Static decode: grows any layer whose next step would not fit; true if one grew.
-  bool ensure_room();
-  // Per-head policies (uniform, pyramid and adakv allocations): each layer cut to its per-head
-  // budget (layer_budget) + keep_extra when over its budget + trigger_extra.
-  void evict_per_head(int64_t keep_extra, int64_t trigger_extra);
-  // uniform / pyramid: a head of sequence b holding more than trigger[b] entries keeps its top
-  // keep[b]; adakv: a layer of sequence b holding more than Hk trigger[b] keeps its top Hk keep[b]
-  // over all its heads, each head its best adakv floor first.
-  void evict_layer(int64_t layer, const at::Tensor& keep, const at::Tensor& trigger);
-  // The per-head budget of `layer` for each sequence (B,): the sequence's budget, or its pyramid
-  // share.
-  const at::Tensor& layer_budget(int64_t layer) const;
-  // Adds this step's pre-RoPE queries at positions >= query_statistics_from() to the layer's
-  // running mean and covariance.
-  void add_query_statistics(Layer& l, const at::Tensor& q_before_rope, const at::Tensor& positions);
-  // dbtrimkv: a sequence holding more than L Hk trigger[b] entries keeps its top L Hk keep[b].
-  void evict_global(const at::Tensor& keep, const at::Tensor& trigger);
-  // The policy's votes of the queries q (B, H, V, D) at q_positions (B, V) on the first `s` slots
-  // of `layer`: their attention mass summed over them and the group's heads, as the policy shapes
-  // it (B, Hk, S). `window`: q is the observation window, of which each group's policy takes its
-  // last voters().
-  at::Tensor votes(int64_t layer, const at::Tensor& q, const at::Tensor& q_positions, int64_t s,
-                   bool window) const;
-  void evict_below_threshold();
 
   ModelConfig model_;  // this rank's shapes (a tensor-parallel slice of the KV heads)
   PolicySpec spec_;
-  Collectives* tp_ = nullptr;     // the tensor-parallel group, bound by the model
-  std::vector<int64_t> budgets_;  // per sequence, or one for all
-  std::vector<PolicyGroup> groups_;
-  int64_t capacity_;
+  int64_t chunk_;
   LearnedModules learned_;
-  at::Tensor budget_rows_;  // (B,) int64 on the device, from the first step
-  // Per layer the per-head budget of each sequence (B,): budget_rows_ but under alloc=pyramid, and
-  // on the host for static decode.
-  std::vector<at::Tensor> layer_budget_rows_;
-  std::vector<std::vector<int64_t>> host_layer_budgets_;
-  at::Tensor adakv_floor_rows_;  // alloc=adakv: each sequence's per-head floor (B,)
-  // Per sequence the first position its query statistics count (its group's policy's) (B,).
-  at::Tensor query_statistics_from_rows_;
-  std::vector<int64_t> protect_;  // per sequence (or one for all) the first protected position
-  std::vector<Layer> layers_;
+  Collectives* tp_ = nullptr;  // the tensor-parallel group, bound by the model
+  PolicyRows rows_;
+  CacheStorage storage_;
+  QueryState queries_;
+  std::shared_ptr<const EvictionPlanner> planner_;
+  StaticDecodeCounts static_counts_;
+  std::vector<at::Tensor> step_stat_;  // per layer this step's per-token statistic (B, Hk, T)
+  std::vector<int64_t> protect_;       // per sequence (or one for all) the first protected position
   // Per sequence, the next token's position (last position seen + 1): rows of a padded batch
   // differ. (B,) int64, undefined until the first step.
   at::Tensor seen_;
@@ -207,10 +142,6 @@ class BudgetedKvCache : public KvCache {
   // (B,) int64 on the device: per sequence the most entries one generating query read in one
   // head, and in all layers and heads.
   at::Tensor attended_max_, attended_total_max_;
-  // Static decode: per layer and sequence an upper bound of the longest head and of the layer's
-  // total, and per sequence of the total over layers and heads.
-  std::vector<std::vector<int64_t>> host_longest_, host_layer_total_;
-  std::vector<int64_t> host_total_;
 };
 
 }  // namespace retain

@@ -7,7 +7,7 @@
 namespace retain {
 
 at::Tensor EvictionPolicy::token_statistic(const LayerTensors& t,
-                                           const LearnedModules& /*learned*/) {
+                                           const LearnedModules& /*learned*/) const {
   return at::zeros({t.k.size(0), t.k.size(1), t.k.size(2)}, t.k.options().dtype(at::kFloat));
 }
 

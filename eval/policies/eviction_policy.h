@@ -73,7 +73,8 @@ class EvictionPolicy {
 
   // The statistic of the step's new entries, (B, Hk, T) fp32. `learned` holds the gates or the
   // scorer of the policies whose registration says they need them.
-  virtual at::Tensor token_statistic(const LayerTensors& tensors, const LearnedModules& learned);
+  virtual at::Tensor token_statistic(const LayerTensors& tensors,
+                                     const LearnedModules& learned) const;
 
   virtual Votes votes() const { return Votes::kNone; }
   // kObservationWindow: how many of the latest queries vote.

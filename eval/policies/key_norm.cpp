@@ -11,7 +11,7 @@ class KeyNorm final : public EvictionPolicy {
   std::unique_ptr<EvictionPolicy> clone() const override {
     return std::make_unique<KeyNorm>(*this);
   }
-  at::Tensor token_statistic(const LayerTensors& t, const LearnedModules&) override {
+  at::Tensor token_statistic(const LayerTensors& t, const LearnedModules&) const override {
     return t.k.to(at::kFloat).norm(2, -1);
   }
   at::Tensor score(const ScoreContext& c) const override { return -c.stat; }

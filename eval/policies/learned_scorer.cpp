@@ -29,7 +29,7 @@ class LearnedScore final : public EvictionPolicy {
   std::unique_ptr<EvictionPolicy> clone() const override {
     return std::make_unique<LearnedScore>(*this);
   }
-  at::Tensor token_statistic(const LayerTensors& t, const LearnedModules& learned) override {
+  at::Tensor token_statistic(const LayerTensors& t, const LearnedModules& learned) const override {
     return learned.scorer->score(t);
   }
   at::Tensor score(const ScoreContext& c) const override {

@@ -23,7 +23,7 @@ class RandomScores final : public EvictionPolicy {
   std::unique_ptr<EvictionPolicy> clone() const override {
     return std::make_unique<RandomScores>(*this);
   }
-  at::Tensor token_statistic(const LayerTensors& t, const LearnedModules&) override {
+  at::Tensor token_statistic(const LayerTensors& t, const LearnedModules&) const override {
     const int64_t b = t.k.size(0), hk = t.k.size(1), n = t.k.size(2);
     auto positions = t.positions.to(at::kCPU, at::kLong).contiguous();
     auto out = at::empty({b, hk, n}, at::kFloat);

@@ -22,7 +22,7 @@ class Retention final : public EvictionPolicy {
   std::unique_ptr<EvictionPolicy> clone() const override {
     return std::make_unique<Retention>(*this);
   }
-  at::Tensor token_statistic(const LayerTensors& t, const LearnedModules& learned) override {
+  at::Tensor token_statistic(const LayerTensors& t, const LearnedModules& learned) const override {
     return GateBank::local_heads(learned.gates->log_beta(t.layer, t.hidden), t);
   }
   at::Tensor score(const ScoreContext& c) const override {

@@ -1,0 +1,110 @@
+#include "eval/cache/query_state.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace retain {
+
+void QueryState::observe(const PolicyRows& rows, const LayerTensors& t, bool window_frozen,
+                         bool statistics_frozen) {
+  Layer& l = layers_.at(static_cast<size_t>(t.layer));
+  const EvictionPolicy& policy = rows.policy();
+  if (policy.query_statistics_from() >= 0 && !statistics_frozen)
+    add_statistics(l, rows.query_statistics_from(), t.q_before_rope, t.positions);
+  if (policy.votes() != Votes::kNone) l.step_q = t.q;
+  if (policy.votes() == Votes::kObservationWindow && !window_frozen) {
+    // The observation window: the last `voters` queries seen, across chunk boundaries (the most
+    // any group's policy takes). Decode steps never vote, so static decode leaves it alone.
+    const int64_t w = rows.max_voters();
+    auto q = l.recent_q.defined() ? at::cat({l.recent_q, t.q}, 2) : t.q;
+    auto pos =
+        l.recent_positions.defined() ? at::cat({l.recent_positions, t.positions}, 1) : t.positions;
+    const int64_t keep = std::min(w, q.size(2));
+    l.recent_q = q.narrow(2, q.size(2) - keep, keep).contiguous();
+    l.recent_positions = pos.narrow(1, pos.size(1) - keep, keep).contiguous();
+  }
+}
+
+void QueryState::add_statistics(Layer& l, const at::Tensor& from, const at::Tensor& q_before_rope,
+                                const at::Tensor& positions) {
+  // Chan et al.'s pairwise update: the step's own mean and squared deviations, merged with the
+  // running ones. Stable in fp32 where sum(q q^T) - n mu mu^T would cancel (queries have a large
+  // mean next to their spread), and the same as kvpress's two-pass covariance over one prefill.
+  const int64_t b = q_before_rope.size(0), h = q_before_rope.size(1), d = q_before_rope.size(3);
+  if (!l.count.defined()) {
+    auto options = q_before_rope.options().dtype(at::kFloat);
+    l.count = at::zeros({b}, options);
+    l.mean = at::zeros({b, h, d}, options);
+    l.m2 = at::zeros({b, h, d, d}, options);
+  }
+  auto q = q_before_rope.to(at::kFloat);
+  // Padding (position -1) and the first positions (attention sinks) are left out.
+  auto counted = (positions >= from.view({b, 1})).to(at::kFloat);  // (B, T)
+  auto n_step = counted.sum(1);                                    // (B,)
+  auto weight = counted.view({b, 1, -1, 1});
+  auto mean_step = (q * weight).sum(2) / n_step.clamp_min(1).view({b, 1, 1});
+  auto centered = (q - mean_step.unsqueeze(2)) * weight;
+  auto m2_step = at::matmul(centered.transpose(-1, -2), centered);  // (B, H, D, D)
+  auto n = l.count + n_step;
+  auto delta = mean_step - l.mean;
+  auto share = (n_step / n.clamp_min(1)).view({b, 1, 1});  // 0 where nothing is counted yet
+  auto cross = (l.count * n_step / n.clamp_min(1)).view({b, 1, 1, 1});
+  l.m2.add_(m2_step + delta.unsqueeze(-1) * delta.unsqueeze(-2) * cross);
+  l.mean.add_(delta * share);
+  l.count.copy_(n);
+}
+
+at::Tensor QueryState::query_covariance(int64_t layer) const {
+  const Layer& l = at(layer);
+  if (!l.count.defined()) return {};
+  return l.m2 / l.count.clamp_min(1).view({-1, 1, 1, 1});
+}
+
+void QueryState::end_step() {
+  for (auto& l : layers_) l.step_q = at::Tensor();
+}
+
+at::Tensor QueryState::votes(const PolicyRows& rows, const CacheLayer& l, const at::Tensor& q,
+                             const at::Tensor& q_positions, int64_t s, bool window,
+                             Collectives* tensor_parallel) const {
+  // As the model computes it: fp32 scores over the live entries, masked by position.
+  return rows.by_group([&](const EvictionPolicy& policy, const at::Tensor& group) {
+    auto group_q = select_rows(q, group), group_q_positions = select_rows(q_positions, group);
+    if (window) {  // this group's observation window: its policy's last voters() queries
+      const int64_t v = std::min(policy.voters(), group_q.size(2));
+      group_q = group_q.narrow(2, group_q.size(2) - v, v);
+      group_q_positions = group_q_positions.narrow(1, group_q_positions.size(1) - v, v);
+    }
+    const int64_t b = group_q.size(0), h = group_q.size(1), voters = group_q.size(2),
+                  d = group_q.size(3);
+    const int64_t hk = l.keys.size(1), per_group = h / hk;
+    // A window of no query (snapkv's min(32, M/2) at budget 1) casts no vote.
+    if (voters == 0) return at::zeros({b, hk, s}, l.stat.options());
+    auto keys = select_rows(l.keys.narrow(2, 0, s), group);
+    auto scores = at::matmul(group_q.to(at::kFloat).reshape({b, hk, per_group * voters, d}),
+                             keys.to(at::kFloat).transpose(-1, -2)) /
+                  std::sqrt(static_cast<double>(d));
+    auto entry_positions = select_rows(l.positions.narrow(2, 0, s), group);
+    auto k_pos = entry_positions.unsqueeze(-2);  // (B, Hk, 1, S)
+    auto q_pos = group_q_positions.view({b, 1, 1, voters})
+                     .repeat({1, 1, per_group, 1})
+                     .view({b, 1, per_group * voters, 1});
+    auto visible = (k_pos >= 0).logical_and(k_pos <= q_pos);
+    constexpr float kInf = std::numeric_limits<float>::infinity();
+    auto probs = at::softmax(scores.masked_fill(visible.logical_not(), -kInf), -1).nan_to_num(0);
+    // Summed over the group's heads and the voting queries: (B, Hk, S).
+    return policy.shape_votes(probs.sum(2), {entry_positions, group_q_positions, tensor_parallel});
+  });
+}
+
+void QueryState::deepen() {
+  for (auto& l : layers_)
+    if (l.count.defined()) {
+      l.count = l.count.clone();
+      l.mean = l.mean.clone();
+      l.m2 = l.m2.clone();
+    }
+}
+
+}  // namespace retain

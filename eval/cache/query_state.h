@@ -1,0 +1,70 @@
+// What the budgeted cache keeps of the queries (eval/budgeted_cache.h), per layer: this step's
+// queries (policies that take attention votes), the observation window (the last queries seen,
+// across chunk boundaries), and the running mean and covariance of the pre-RoPE queries
+// (expected attention); and the votes the queries cast on the cached entries.
+//
+// Shapes: B sequences, H query heads, Hk KV heads, T new tokens, V voting queries, S slots, D head
+// dim.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "eval/cache/cache_storage.h"
+#include "eval/cache/policy_rows.h"
+
+namespace retain {
+
+class Collectives;  // dist/collectives.h
+
+class QueryState {
+ public:
+  explicit QueryState(int64_t num_layers) : layers_(static_cast<size_t>(num_layers)) {}
+
+  // Records what the policy reads of this step's queries: q (B, H, T, D) at positions (B, T) and
+  // the pre-RoPE queries. `window_frozen`: static decode or keep mode, where the observation
+  // window stays as it is; `statistics_frozen`: keep mode, where the statistics do too.
+  void observe(const PolicyRows& rows, const LayerTensors& t, bool window_frozen,
+               bool statistics_frozen);
+  // This step's queries (B, H, T, D), for policies that vote.
+  const at::Tensor& step_queries(int64_t layer) const { return at(layer).step_q; }
+  // The observation window: queries (B, H, V, D) and positions (B, V); undefined before any.
+  const at::Tensor& window_queries(int64_t layer) const { return at(layer).recent_q; }
+  const at::Tensor& window_positions(int64_t layer) const { return at(layer).recent_positions; }
+  // The pre-RoPE queries' mean (B, H, D) and population covariance (B, H, D, D), fp32; undefined
+  // when the policy keeps no statistics.
+  at::Tensor query_mean(int64_t layer) const { return at(layer).mean; }
+  at::Tensor query_covariance(int64_t layer) const;
+  // Forgets the step's queries (after its eviction).
+  void end_step();
+
+  // The votes of queries q (B, H, V, D) at q_positions (B, V) on the first `s` slots of `layer`:
+  // their attention mass summed over the voters and each KV head's query heads, as each group's
+  // policy shapes it (B, Hk, S). `window`: q is the observation window, of which each group's
+  // policy takes its last voters().
+  at::Tensor votes(const PolicyRows& rows, const CacheLayer& layer, const at::Tensor& q,
+                   const at::Tensor& q_positions, int64_t s, bool window,
+                   Collectives* tensor_parallel) const;
+
+  // After a copy: owns the statistics, which steps update in place.
+  void deepen();
+
+ private:
+  struct Layer {
+    at::Tensor step_q;
+    at::Tensor recent_q, recent_positions;
+    // Per sequence the number of pre-RoPE queries counted (B,), their mean (B, H, D) and the sum
+    // of their squared deviations (B, H, D, D), updated in place (a captured decode step updates
+    // them).
+    at::Tensor count, mean, m2;
+  };
+  const Layer& at(int64_t layer) const { return layers_.at(static_cast<size_t>(layer)); }
+  void add_statistics(Layer& l, const at::Tensor& from, const at::Tensor& q_before_rope,
+                      const at::Tensor& positions);
+
+  std::vector<Layer> layers_;
+};
+
+}  // namespace retain
