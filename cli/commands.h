@@ -35,5 +35,6 @@ void register_train_commands(CLI::App& app, Commands& commands);  // train, expo
 void register_eval_commands(CLI::App& app, Commands& commands);   // eval *, policies
 void register_bench_commands(CLI::App& app, Commands& commands);  // bench *
 void register_env_command(CLI::App& app, Commands& commands);     // env
+void register_serve_command(CLI::App& app, Commands& commands);   // serve
 
 }  // namespace retain::cli

@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
   retain::cli::register_train_commands(app, commands);
   retain::cli::register_eval_commands(app, commands);
   retain::cli::register_bench_commands(app, commands);
+  retain::cli::register_serve_command(app, commands);
   retain::cli::register_env_command(app, commands);
 
   try {

@@ -1,0 +1,379 @@
+#include "serve/engine.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/InferenceMode.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "eval/cache_factory.h"
+#include "model/generate.h"
+#include "serve/row_stack_cache.h"
+
+namespace retain {
+
+using Clock = std::chrono::steady_clock;
+
+RequestEvent RequestHandle::wait(size_t seen, std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait_for(lock, timeout, [&] { return state_.finished || state_.tokens.size() > seen; });
+  return state_;
+}
+
+void RequestHandle::push(int64_t token) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    state_.tokens.push_back(token);
+  }
+  changed_.notify_all();
+}
+
+void RequestHandle::finish(const std::string& reason, const std::string& error) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (state_.finished) return;
+    state_.finished = true;
+    state_.finish_reason = reason;
+    state_.error = error;
+  }
+  changed_.notify_all();
+}
+
+struct ServeEngine::Active {
+  ServeRequest request;
+  std::shared_ptr<RequestHandle> handle;
+  std::unique_ptr<KvCache> cache;
+  int64_t reserved = 0;
+  int64_t read = 0;  // prompt tokens read into the cache
+  bool generating = false, done = false;
+  std::vector<int64_t> tokens;
+  int64_t next = -1;  // the token the next decode step reads
+  SamplingOptions sampling;
+  at::Generator generator;
+  Clock::time_point submitted, last_token;
+};
+
+ServeEngine::ServeEngine(const Decoder& model, EngineOptions options)
+    : model_(model), options_(std::move(options)) {
+  RETAIN_CHECK(options_.max_batch >= 1, "serve: --max-batch must be >= 1");
+  RETAIN_CHECK(options_.chunk >= 1, "serve: --chunk must be >= 1");
+  RETAIN_CHECK(options_.kv_memory >= 0, "serve: --kv-memory must be >= 0");
+  const ModelConfig& c = model_.config();
+  const int64_t element = static_cast<int64_t>(c10::elementSize(model_.dtype()));
+  bytes_per_token_ = 2 * c.num_layers * c.num_kv_heads * c.head_dim * element;
+  thread_ = std::thread([this] { loop(); });
+}
+
+ServeEngine::~ServeEngine() { stop(std::chrono::milliseconds(0)); }
+
+int64_t ServeEngine::reservation(const ServeRequest& r) const {
+  const auto prompt = static_cast<int64_t>(r.prompt.size());
+  const int64_t tokens = prompt + r.max_new_tokens;
+  if (!r.policy.budgeted()) return tokens * bytes_per_token_;
+  // A head holds at most budget + buffer entries after a step, plus the step's own: a prefill
+  // chunk, or the one decoded token. It never holds more than the tokens it has seen.
+  const int64_t per_head =
+      resolve_budget(r.budget, prompt) + r.policy.buffer + std::min(options_.chunk, prompt);
+  return std::min(tokens, per_head) * bytes_per_token_;
+}
+
+std::shared_ptr<RequestHandle> ServeEngine::submit(ServeRequest request) {
+  RETAIN_CHECK(!request.prompt.empty(), "the prompt is empty");
+  RETAIN_CHECK(request.max_new_tokens >= 1, "max_tokens must be >= 1, found ",
+               request.max_new_tokens);
+  RETAIN_CHECK(request.stop_strings.empty() || options_.detokenize,
+               "stop strings need the model's tokenizer");
+  const int64_t reserved = reservation(request);
+  RETAIN_CHECK(options_.kv_memory == 0 || reserved <= options_.kv_memory, "the request needs ",
+               reserved, " bytes of KV cache (", request.prompt.size(), " prompt tokens, ",
+               request.max_new_tokens, " new, policy ", request.policy.text,
+               "), over the server's ", "--kv-memory of ", options_.kv_memory, " bytes");
+  auto active = std::make_unique<Active>();
+  active->reserved = reserved;
+  active->handle = std::make_shared<RequestHandle>();
+  active->sampling.max_new_tokens = request.max_new_tokens;
+  active->sampling.temperature = request.temperature;
+  active->sampling.top_p = request.top_p;
+  active->sampling.top_k = request.top_k;
+  active->sampling.seed = request.seed;
+  active->generator = at::make_generator<at::CPUGeneratorImpl>(request.seed);
+  active->submitted = Clock::now();
+  active->request = std::move(request);
+  auto handle = active->handle;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    RETAIN_CHECK(!stopping_, "the server is shutting down");
+    waiting_.push_back(std::move(active));
+    stats_.waiting = static_cast<int64_t>(waiting_.size());
+  }
+  work_.notify_all();
+  return handle;
+}
+
+void ServeEngine::stop(std::chrono::milliseconds grace) {
+  if (!thread_.joinable()) return;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    stopping_ = true;
+    work_.notify_all();
+    // The engine's thread ends on its own once nothing is left; after `grace` it cancels.
+    work_.wait_for(lock, grace, [&] { return waiting_.empty() && stats_.running == 0; });
+    stop_now_ = true;
+  }
+  work_.notify_all();
+  thread_.join();
+}
+
+void ServeEngine::loop() {
+  c10::InferenceMode guard;  // thread-local: the engine's own thread
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      work_.wait(lock,
+                 [&] { return stop_now_ || stopping_ || !waiting_.empty() || !running_.empty(); });
+      if (stop_now_ || (stopping_ && waiting_.empty() && running_.empty())) break;
+    }
+    iterate();
+    work_.notify_all();  // stop() waits for the work to drain
+  }
+  // Whatever is left is cancelled.
+  std::deque<std::unique_ptr<Active>> left;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    left.swap(waiting_);
+  }
+  for (auto& a : left) a->handle->finish("cancelled");
+  for (auto& a : running_)
+    if (!a->done) retire(*a, "cancelled");
+  drop_finished();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.running = 0;
+    stats_.waiting = 0;
+  }
+  work_.notify_all();
+}
+
+bool ServeEngine::iterate() {
+  for (auto& a : running_)
+    if (!a->done && a->handle->cancelled()) retire(*a, "cancelled");
+  drop_finished();
+  admit();
+  // The oldest request still reading its prompt reads one chunk; then every generating request
+  // decodes one token.
+  for (auto& a : running_)
+    if (!a->done && !a->generating) {
+      try {
+        prefill_chunk(*a);
+      } catch (const std::exception& e) {
+        log_warn("serve: a request failed while reading its prompt: ", e.what());
+        retire(*a, "error", e.what());
+      }
+      break;
+    }
+  decode_step();
+  drop_finished();
+  // The figures /metrics reads.
+  int64_t live = 0, reserved = 0, budget = 0;
+  for (const auto& a : running_) {
+    live += a->cache->live_bytes();
+    budget += a->cache->budget_bytes();
+    reserved += a->reserved;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.running = static_cast<int64_t>(running_.size());
+  stats_.waiting = static_cast<int64_t>(waiting_.size());
+  stats_.live_kv_bytes = live;
+  stats_.reserved_kv_bytes = reserved;
+  stats_.budget_kv_bytes = budget;
+  return true;
+}
+
+void ServeEngine::admit() {
+  int64_t reserved = 0;
+  for (const auto& a : running_) reserved += a->reserved;
+  for (;;) {
+    std::unique_ptr<Active> a;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      // Requests cancelled while waiting leave the queue.
+      for (auto it = waiting_.begin(); it != waiting_.end();)
+        if ((*it)->handle->cancelled()) {
+          (*it)->handle->finish("cancelled");
+          ++stats_.requests_cancelled;
+          it = waiting_.erase(it);
+        } else {
+          ++it;
+        }
+      if (waiting_.empty() || static_cast<int64_t>(running_.size()) >= options_.max_batch) return;
+      // First come, first served: a large request at the head waits for room, and the ones behind
+      // it wait too (they would otherwise starve it).
+      const int64_t need = waiting_.front()->reserved;
+      if (options_.kv_memory > 0 && reserved + need > options_.kv_memory) return;
+      a = std::move(waiting_.front());
+      waiting_.pop_front();
+    }
+    try {
+      const ServeRequest& r = a->request;
+      a->cache = make_kv_cache(model_.config(), r.policy, r.budget,
+                               static_cast<int64_t>(r.prompt.size()), options_.chunk, r.learned);
+    } catch (const std::exception& e) {
+      a->handle->finish("error", e.what());
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++stats_.requests_failed;
+      continue;
+    }
+    reserved += a->reserved;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stats_.prompt_tokens += static_cast<int64_t>(a->request.prompt.size());
+    }
+    running_.push_back(std::move(a));
+  }
+}
+
+void ServeEngine::prefill_chunk(Active& a) {
+  // As generate() reads a prompt: all but its last token in chunks counted back from that token
+  // (the first chunk holds the remainder), then the last token alone after the cache cut back to
+  // its budget; its logits give the first new token.
+  const auto& prompt = a.request.prompt;
+  const auto body = static_cast<int64_t>(prompt.size()) - 1;
+  auto forward = [&](int64_t begin, int64_t len) {
+    auto ids =
+        at::tensor(std::vector<int64_t>(prompt.begin() + begin, prompt.begin() + begin + len),
+                   at::kLong)
+            .view({1, len});
+    auto positions = at::arange(begin, begin + len, at::kLong).view({1, len});
+    return model_.forward_hidden(ids, positions, ForwardContext{a.cache.get()});
+  };
+  if (a.read < body) {
+    const int64_t len =
+        a.read == 0 && body % options_.chunk != 0 ? body % options_.chunk : options_.chunk;
+    forward(a.read, len);
+    a.read += len;
+    return;
+  }
+  a.cache->begin_generating_step();
+  at::Tensor hidden = forward(body, 1);
+  auto logits = model_.logits(hidden.select(1, hidden.size(1) - 1));  // (1, V)
+  const int64_t first = a.sampling.temperature <= 0
+                            ? logits.argmax(-1).to(at::kCPU)[0].item<int64_t>()
+                            : sample_next_token(logits[0], a.sampling, a.generator);
+  a.cache->end_prefill();
+  a.read = body + 1;
+  a.generating = true;
+  take_token(a, first);
+}
+
+void ServeEngine::decode_step() {
+  std::vector<Active*> rows;
+  for (auto& a : running_)
+    if (!a->done && a->generating) rows.push_back(a.get());
+  if (rows.empty()) return;
+  const auto b = static_cast<int64_t>(rows.size());
+  std::vector<KvCache*> caches;
+  auto token = at::zeros({b, 1}, at::kLong);
+  auto position = at::zeros({b, 1}, at::kLong);
+  for (int64_t r = 0; r < b; ++r) {
+    caches.push_back(rows[r]->cache.get());
+    token[r][0] = rows[r]->next;
+    position[r][0] =
+        static_cast<int64_t>(rows[r]->request.prompt.size() + rows[r]->tokens.size()) - 1;
+  }
+  try {
+    RowStackCache stack(caches);
+    ForwardContext context{&stack};
+    auto logits = model_.logits(model_.forward_hidden(token, position, context)).squeeze(1);
+    at::Tensor greedy;
+    for (int64_t r = 0; r < b; ++r) {
+      Active& a = *rows[r];
+      int64_t next;
+      if (a.sampling.temperature <= 0) {
+        if (!greedy.defined()) greedy = logits.argmax(-1).to(at::kCPU);  // one read for all rows
+        next = greedy[r].item<int64_t>();
+      } else {
+        next = sample_next_token(logits[r], a.sampling, a.generator);
+      }
+      take_token(a, next);
+    }
+  } catch (const std::exception& e) {
+    log_warn("serve: a decode step of ", b, " requests failed: ", e.what());
+    for (Active* a : rows)
+      if (!a->done) retire(*a, "error", e.what());
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++stats_.steps;
+}
+
+void ServeEngine::take_token(Active& a, int64_t token) {
+  const auto now = Clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (a.tokens.empty())
+      ttft_.add(std::chrono::duration<double>(now - a.submitted).count());
+    else
+      itl_.add(std::chrono::duration<double>(now - a.last_token).count());
+    ++stats_.generated_tokens;
+    recent_tokens_.emplace_back(now, 1);
+    while (now - recent_tokens_.front().first > std::chrono::seconds(10))
+      recent_tokens_.pop_front();
+  }
+  a.last_token = now;
+  a.tokens.push_back(token);
+  a.handle->push(token);
+  const auto& stops = a.request.stop_ids;
+  bool stop = std::find(stops.begin(), stops.end(), token) != stops.end();
+  if (!stop && !a.request.stop_strings.empty()) {
+    const std::string text = options_.detokenize(a.tokens);
+    for (const auto& s : a.request.stop_strings)
+      stop = stop || (!s.empty() && text.find(s) != std::string::npos);
+  }
+  if (stop)
+    retire(a, "stop");
+  else if (static_cast<int64_t>(a.tokens.size()) >= a.request.max_new_tokens)
+    retire(a, "length");
+  else
+    a.next = token;
+}
+
+void ServeEngine::retire(Active& a, const std::string& reason, const std::string& error) {
+  a.done = true;
+  a.handle->finish(reason, error);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (reason == "cancelled")
+    ++stats_.requests_cancelled;
+  else if (reason == "error")
+    ++stats_.requests_failed;
+  else
+    ++stats_.requests_finished;
+}
+
+void ServeEngine::drop_finished() {
+  running_.erase(std::remove_if(running_.begin(), running_.end(),
+                                [](const std::unique_ptr<Active>& a) { return a->done; }),
+                 running_.end());
+}
+
+EngineStats ServeEngine::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  EngineStats out = stats_;
+  out.waiting = static_cast<int64_t>(waiting_.size());
+  out.time_to_first_token = ttft_.summary();
+  out.inter_token = itl_.summary();
+  // Generated tokens over the last 10 seconds (or since the first of them, when sooner).
+  const auto now = Clock::now();
+  const auto window = std::chrono::seconds(10);
+  int64_t tokens = 0;
+  Clock::time_point first = now;
+  for (const auto& [t, n] : recent_tokens_)
+    if (now - t <= window) {
+      tokens += n;
+      first = std::min(first, t);
+    }
+  const double span = std::chrono::duration<double>(now - first).count();
+  out.tokens_per_second = tokens > 0 && span > 0 ? static_cast<double>(tokens) / span : 0;
+  return out;
+}
+
+}  // namespace retain

@@ -1,0 +1,86 @@
+// The OpenAI API's request and response bodies for /v1/completions and /v1/chat/completions:
+// requests checked and turned into engine requests (errors name the field, as OpenAI's do), and
+// responses, streamed chunks and error bodies in OpenAI's shapes.
+//
+// Supported request fields: model, prompt (a string or token ids) or messages, max_tokens
+// (max_completion_tokens), temperature, top_p, seed, stop (a string or up to 4), stream,
+// stream_options.include_usage, n (1), and retain's own: top_k, policy, budget, ignore_eos.
+// Fields this server cannot honour (n > 1, logprobs, echo, best_of > 1, tools, ...) are refused
+// rather than ignored.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "eval/sweep.h"
+#include "model/chat_template.h"
+#include "serve/engine.h"
+
+namespace retain {
+
+// An error answered to the client: HTTP status, OpenAI's error type, the offending field.
+struct ApiError : std::runtime_error {
+  ApiError(int status, const std::string& message, std::string param = "",
+           std::string type = "invalid_request_error", std::string code = "")
+      : std::runtime_error(message),
+        status(status),
+        param(std::move(param)),
+        type(std::move(type)),
+        code(std::move(code)) {}
+  int status;
+  std::string param, type, code;
+};
+
+Json error_body(const ApiError& error);
+
+// What requests are checked against and encoded with.
+struct ApiContext {
+  const EvalModel* loaded = nullptr;  // the model, tokenizer and learned files
+  std::string model_name;             // the id /v1/models lists and requests must name
+  std::shared_ptr<const ChatTemplate> chat_template;  // null: /v1/chat/completions refuses
+  bool no_thinking = false;
+  std::string policy = "full";  // the server's --policy and --budget, a request's default
+  double budget = 0;
+  bool request_policies = true;   // whether a request may choose its own policy and budget
+  std::vector<int64_t> stop_ids;  // EOS ids (config.json's and the tokenizer's)
+  int64_t context_length = 0;     // prompt + max_tokens may not exceed it (0: no bound)
+  int64_t default_max_tokens = 256;
+};
+
+struct ApiRequest {
+  ServeRequest engine;
+  bool chat = false;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage: a last chunk with the usage
+  std::string id;              // cmpl-... / chatcmpl-...
+  int64_t created = 0;         // unix seconds
+};
+
+// Throws ApiError (400 for bad fields, 404 for an unknown model).
+ApiRequest parse_api_request(const std::string& body, const ApiContext& context, bool chat);
+
+// The whole response once generation ended.
+Json completion_response(const ApiRequest& request, const ApiContext& context,
+                         const std::string& text, const std::string& finish_reason,
+                         int64_t completion_tokens);
+// One streamed chunk: a text delta, and the finish reason on the last one (empty: none yet).
+Json stream_chunk(const ApiRequest& request, const ApiContext& context, const std::string& delta,
+                  const std::string& finish_reason, bool first);
+// The usage-only last chunk (stream_options.include_usage).
+Json usage_chunk(const ApiRequest& request, const ApiContext& context, int64_t completion_tokens);
+
+// The text to show of `tokens` (cut before any stop string), and how much of it is safe to send
+// while generation goes on: not a possible start of a stop string, not a partial UTF-8 character.
+struct StreamText {
+  std::string text;
+  size_t stable = 0;
+};
+StreamText stream_text(const Tokenizer& tokenizer, const std::vector<int64_t>& tokens,
+                       const std::vector<std::string>& stop_strings, bool finished);
+
+}  // namespace retain

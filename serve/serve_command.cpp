@@ -1,0 +1,278 @@
+#include "serve/serve_command.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <csignal>
+#include <fstream>
+#include <thread>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "model/chat_template.h"
+#include "model/generate.h"
+#include "serve/engine.h"
+#include "serve/metrics_text.h"
+#include "serve/openai_api.h"
+
+namespace retain {
+
+int64_t parse_bytes(const std::string& text, const std::string& flag) {
+  size_t used = 0;
+  double value = -1;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = text.substr(used);
+  for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  double scale = 0;
+  if (unit.empty() || unit == "b") scale = 1;
+  if (unit == "k" || unit == "kib") scale = 1024.0;
+  if (unit == "m" || unit == "mib") scale = 1024.0 * 1024;
+  if (unit == "g" || unit == "gib") scale = 1024.0 * 1024 * 1024;
+  if (unit == "kb") scale = 1e3;
+  if (unit == "mb") scale = 1e6;
+  if (unit == "gb") scale = 1e9;
+  RETAIN_CHECK(used > 0 && value >= 0 && scale > 0, flag, ": expected bytes such as 512, 64MiB or ",
+               "2G (K/M/G are powers of 1024, KB/MB/GB of 1000), found '", text, "'");
+  return static_cast<int64_t>(value * scale);
+}
+
+namespace {
+
+std::atomic<int> g_signal{0};
+
+void on_signal(int signal) { g_signal = signal; }
+
+void send_json(httplib::Response& res, int status, const Json& body) {
+  res.status = status;
+  res.set_content(body.dump(), "application/json");
+}
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  send_json(res, e.status, error_body(e));
+}
+
+std::string sse(const Json& event) { return "data: " + event.dump() + "\n\n"; }
+
+// The request's answer once the engine ended it.
+void answer_whole(httplib::Response& res, const ApiRequest& r, const ApiContext& context,
+                  const std::shared_ptr<RequestHandle>& handle) {
+  RequestEvent event;
+  do event = handle->wait(event.tokens.size(), std::chrono::milliseconds(1000));
+  while (!event.finished);
+  if (event.finish_reason == "error")
+    return send_error(res, ApiError(500, "generation failed: " + event.error, "", "server_error"));
+  if (event.finish_reason == "cancelled")
+    return send_error(
+        res, ApiError(503, "the server shut down before the request finished", "", "server_error"));
+  const StreamText text =
+      stream_text(*context.loaded->tokenizer, event.tokens, r.engine.stop_strings, true);
+  send_json(res, 200,
+            completion_response(r, context, text.text, event.finish_reason,
+                                static_cast<int64_t>(event.tokens.size())));
+}
+
+// Server-sent events: a chunk per new piece of text, the finish reason, [DONE]. A closed stream
+// cancels the request.
+void answer_stream(httplib::Response& res, const ApiRequest& r, const ApiContext& context,
+                   const std::shared_ptr<RequestHandle>& handle) {
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream", [r, &context, handle](size_t, httplib::DataSink& sink) {
+        size_t sent = 0;
+        bool first = true;
+        RequestEvent event;
+        auto write = [&](const std::string& data) {
+          if (!sink.is_writable() || !sink.write(data.data(), data.size())) {
+            handle->cancel();
+            return false;
+          }
+          return true;
+        };
+        for (;;) {
+          event = handle->wait(event.tokens.size(), std::chrono::milliseconds(200));
+          if (!sink.is_writable()) {
+            handle->cancel();
+            return false;
+          }
+          if (event.finished && event.finish_reason == "error") {
+            write(sse(error_body(
+                ApiError(500, "generation failed: " + event.error, "", "server_error"))));
+            break;
+          }
+          const StreamText text = stream_text(*context.loaded->tokenizer, event.tokens,
+                                              r.engine.stop_strings, event.finished);
+          if (text.stable > sent || first) {
+            const std::string delta =
+                text.stable > sent ? text.text.substr(sent, text.stable - sent) : "";
+            if (!write(sse(stream_chunk(r, context, delta, "", first)))) return false;
+            sent = std::max(sent, text.stable);
+            first = false;
+          }
+          if (event.finished) {
+            const std::string reason =
+                event.finish_reason == "cancelled" ? "abort" : event.finish_reason;
+            if (!write(sse(stream_chunk(r, context, "", reason, false)))) return false;
+            if (r.include_usage &&
+                !write(sse(usage_chunk(r, context, static_cast<int64_t>(event.tokens.size())))))
+              return false;
+            break;
+          }
+        }
+        write("data: [DONE]\n\n");
+        sink.done();
+        return true;
+      });
+}
+
+}  // namespace
+
+int run_serve_command(const ServeCommandOptions& o) {
+  RETAIN_CHECK(o.model.tensor_parallel == 1, "serve: --tp is not supported yet (one process)");
+  const int64_t kv_memory = parse_bytes(o.kv_memory, "--kv-memory");
+  EvalModel loaded = load_eval_model(o.model, o.gates, /*with_tokenizer=*/true, {o.policy});
+  const Decoder& model = *loaded.model;
+  const Tokenizer& tokenizer = *loaded.tokenizer;
+
+  ApiContext context;
+  context.loaded = &loaded;
+  context.model_name =
+      !o.served_name.empty() ? o.served_name : fs::path(o.model.model_dir).filename().string();
+  if (context.model_name.empty())
+    context.model_name = fs::path(o.model.model_dir).parent_path().filename().string();
+  if (has_chat_template(o.model.model_dir) || !o.chat.chat_template.empty())
+    context.chat_template = std::make_shared<const ChatTemplate>(
+        load_chat_template(o.model.model_dir, o.chat.chat_template));
+  context.no_thinking = o.chat.no_thinking;
+  context.policy = o.policy;
+  context.budget = o.budget;
+  context.request_policies = !o.fixed_policy;
+  context.stop_ids = stop_ids(model.config(), &tokenizer);
+  context.context_length = model.config().max_position_embeddings;
+  context.default_max_tokens = o.default_max_tokens;
+  // The server's own policy must work before any request comes.
+  {
+    const PolicySpec spec = parse_policy(o.policy);
+    RETAIN_CHECK(!spec.budgeted() || o.budget > 0, "serve: --policy ", spec.name(),
+                 " needs --budget");
+  }
+
+  EngineOptions engine_options;
+  engine_options.kv_memory = kv_memory;
+  engine_options.max_batch = o.max_batch;
+  engine_options.chunk = o.chunk;
+  engine_options.detokenize = [&tokenizer](const std::vector<int64_t>& ids) {
+    return tokenizer.decode(ids, true);
+  };
+  ServeEngine engine(model, engine_options);
+
+  httplib::Server server;
+  const int http_threads = std::max(2, o.http_threads);
+  server.new_task_queue = [http_threads] { return new httplib::ThreadPool(http_threads); };
+  server.set_payload_max_length(64u << 20);
+  server.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
+        std::string what = "internal error";
+        try {
+          std::rethrow_exception(error);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        send_error(res, ApiError(500, what, "", "server_error"));
+      });
+  server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 404)
+      send_error(res, ApiError(404, "no route " + req.method + " " + req.path + " (see /v1/models)",
+                               "", "invalid_request_error", "not_found"));
+    else
+      send_error(res, ApiError(res.status, "HTTP error " + std::to_string(res.status)));
+  });
+
+  std::atomic<bool> stopping{false};
+  server.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
+    send_json(res, stopping ? 503 : 200, {{"status", stopping ? "stopping" : "ok"}});
+  });
+  server.Get("/v1/models", [&](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200,
+              {{"object", "list"},
+               {"data", Json::array({{{"id", context.model_name},
+                                      {"object", "model"},
+                                      {"created", 0},
+                                      {"owned_by", "retain"},
+                                      {"max_model_len", context.context_length}}})}});
+  });
+  server.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(prometheus_text(engine.stats(), kv_memory), "text/plain; version=0.0.4");
+  });
+  auto generate_route = [&](bool chat) {
+    return [&, chat](const httplib::Request& req, httplib::Response& res) {
+      try {
+        ApiRequest r = parse_api_request(req.body, context, chat);
+        std::shared_ptr<RequestHandle> handle;
+        try {
+          handle = engine.submit(r.engine);
+        } catch (const Error& e) {
+          const bool shutting = std::string(e.what()).find("shutting down") != std::string::npos;
+          throw ApiError(shutting ? 503 : 400, e.what(), "",
+                         shutting ? "server_error" : "invalid_request_error");
+        }
+        if (r.stream)
+          answer_stream(res, r, context, handle);
+        else
+          answer_whole(res, r, context, handle);
+      } catch (const ApiError& e) {
+        send_error(res, e);
+      }
+    };
+  };
+  server.Post("/v1/completions", generate_route(false));
+  server.Post("/v1/chat/completions", generate_route(true));
+
+  int port = o.port;
+  if (port == 0) {
+    port = server.bind_to_any_port(o.host);
+    RETAIN_CHECK(port > 0, "serve: cannot bind ", o.host, " to any port");
+  } else {
+    RETAIN_CHECK(server.bind_to_port(o.host, port), "serve: cannot bind ", o.host, ":", port,
+                 " (in use, or not an address of this machine)");
+  }
+  if (!o.port_file.empty()) {
+    const std::string tmp = o.port_file + ".tmp";
+    std::ofstream(tmp) << port << '\n';
+    fs::rename(tmp, o.port_file);
+  }
+  log_info("serving ", context.model_name, " on http://", o.host, ":", port, " (policy ", o.policy,
+           o.budget > 0 ? ", budget " + std::to_string(o.budget) : std::string(),
+           kv_memory > 0 ? ", KV memory " + std::to_string(kv_memory) + " bytes" : std::string(),
+           ", max batch ", o.max_batch, ", chunk ", o.chunk, ")");
+
+  // SIGINT / SIGTERM: stop admitting, drain, close the port.
+  g_signal = 0;
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  std::thread watcher([&] {
+    while (g_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    log_info("serve: signal ", g_signal.load(), ": finishing in-flight requests (up to ",
+             o.shutdown_grace, " s), then closing the port");
+    stopping = true;
+    engine.stop(std::chrono::milliseconds(static_cast<int64_t>(o.shutdown_grace * 1000)));
+    server.stop();
+  });
+  const bool listened = server.listen_after_bind();
+  if (g_signal == 0) g_signal = SIGTERM;  // the server ended on its own: let the watcher finish
+  watcher.join();
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  RETAIN_CHECK(listened || stopping, "serve: the server stopped unexpectedly");
+  log_info("serve: stopped");
+  return 0;
+}
+
+}  // namespace retain

@@ -1,0 +1,39 @@
+// `retain serve`: an OpenAI-compatible HTTP server (cpp-httplib) over the continuous-batching
+// engine (serve/engine.h): /v1/completions and /v1/chat/completions (server-sent events when
+// streamed), /v1/models, /health and /metrics (Prometheus text). SIGINT / SIGTERM stop admitting,
+// let in-flight requests finish for --shutdown-grace seconds, cancel the rest and close the port.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "eval/sweep.h"
+#include "model/prompt.h"
+
+namespace retain {
+
+struct ServeCommandOptions {
+  ModelFlags model;
+  ChatFlags chat;  // --chat-template and --no-thinking apply to /v1/chat/completions
+  std::string host = "127.0.0.1";
+  int port = 8000;          // 0: any free port (written to --port-file)
+  std::string port_file;    // the bound port, written once the server listens
+  std::string served_name;  // the model id requests name (default: the directory's name)
+  std::string policy = "full";
+  double budget = 0;
+  std::string gates;
+  bool fixed_policy = false;    // requests may not choose their policy and budget
+  std::string kv_memory = "0";  // bytes (K/M/G/KiB/MiB/GiB suffixes); 0: no bound
+  int64_t max_batch = 16;
+  int64_t chunk = 512;
+  int64_t default_max_tokens = 256;
+  int http_threads = 32;       // connections served at once (each streaming client holds one)
+  double shutdown_grace = 30;  // seconds
+};
+
+int run_serve_command(const ServeCommandOptions& options);
+
+// "512", "64MiB", "2G", ... in bytes; errors name the flag and the text.
+int64_t parse_bytes(const std::string& text, const std::string& flag);
+
+}  // namespace retain
