@@ -1,6 +1,7 @@
 // serve.
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "core/error.h"
 #include "serve/serve_command.h"
 
 namespace retain::cli {
@@ -51,7 +52,15 @@ void register_serve_command(CLI::App& app, Commands& commands) {
   cmd->add_option("--chat-template", o->chat.chat_template,
                   "Jinja file or chatml, replacing the model's template for chat requests");
   cmd->add_flag("--no-thinking", o->chat.no_thinking, "qwen3's enable_thinking=false in chat");
+#ifdef RETAIN_WITH_HTTP
   commands.add(cmd, [o] { return run_serve_command(*o); });
+#else
+  commands.add(cmd, []() -> int {
+    throw Error(
+        "serve: this build has no HTTP server (configured with -DRETAIN_SERVE=OFF); install "
+        "libcpp-httplib-dev (scripts/setup.sh) and rebuild with RETAIN_SERVE on");
+  });
+#endif
 }
 
 }  // namespace retain::cli

@@ -90,7 +90,7 @@ configure_and_build() {
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRETAIN_PYTHON="$PYTHON" \
     -DCMAKE_PREFIX_PATH="$SYSROOT/usr;$SYSROOT/$MULTIARCH/cmake" \
     -DPKG_CONFIG_EXECUTABLE="$SYSROOT/usr/bin/pkgconf" -DRETAIN_PCRE2_ROOT="$SYSROOT/pcre2" \
-    -DCMAKE_CUDA_ARCHITECTURES=90 -DTORCH_CUDA_ARCH_LIST=9.0 &&
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DTORCH_CUDA_ARCH_LIST=9.0 -DRETAIN_SERVE=OFF &&
     cmake --build "$BUILD" -j "$(nproc)" -- -k 0  # -k 0: every compile error in one log
 }
 cuda_tests() {

@@ -12,6 +12,7 @@ APT_PACKAGES=(
   libsentencepiece-dev sentencepiece libhdf5-dev libyaml-cpp-dev nlohmann-json3-dev
   libutf8proc-dev libcli11-dev libgtest-dev zlib1g-dev libcairo2-dev curl
   libjpeg62-turbo-dev libpng-dev libwebp-dev
+  libcpp-httplib-dev libssl-dev libbrotli-dev  # retain serve (cpp-httplib is built with both)
 )
 # Python packages, pinned: torch must be the same version on every machine (GPU machines too).
 PIP_PACKAGES=(
@@ -19,6 +20,7 @@ PIP_PACKAGES=(
   safetensors==0.8.0 numpy==2.4.6 torchvision==0.26.0 pillow==12.0.0 pyarrow==26.0.1 rouge==1.0.1 fuzzywuzzy==0.18.0 six==1.17.0
   protobuf==7.36.2  # base_curriculum.py --add-pieces edits a SentencePiece model
   gguf==0.19.0 accelerate==1.15.0  # transformers' GGUF loader (scripts/setup-smollm2.sh)
+  openai==3.57.0  # the client tests/serve_test.sh drives retain serve with
 )
 
 missing=()

@@ -33,7 +33,4 @@ struct ServeCommandOptions {
 
 int run_serve_command(const ServeCommandOptions& options);
 
-// "512", "64MiB", "2G", ... in bytes; errors name the flag and the text.
-int64_t parse_bytes(const std::string& text, const std::string& flag);
-
 }  // namespace retain

@@ -12,7 +12,7 @@
 #include "model/generate.h"
 #include "serve/engine.h"
 #include "serve/openai_api.h"
-#include "serve/serve_command.h"
+#include "serve/byte_size.h"
 #include "test_util.h"
 
 namespace retain {

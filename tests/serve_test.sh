@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# `retain serve` end to end: the official `openai` client against the server on loopback
+# (tests/serve_client.py: answers equal `retain generate`, streaming, stop sequences, cancellation,
+# errors, a bounded load test), then a graceful shutdown that lets an in-flight stream finish, and
+# bad flags refused at start.
+# Usage: serve_test.sh RETAIN WORKDIR PYTHON SOURCE_DIR
+set -uo pipefail
+retain="$1"
+work="$2"
+python="$3"
+src="$4"
+rm -rf "$work" && mkdir -p "$work"
+source "$(cd "$(dirname "$0")" && pwd)/cli_checks.sh"
+model="$src/recipes/demo/base"
+prompt="The value of x is"
+# One thread each: the server and the client share the machine's cores with other tests.
+common=(--model "$model" --threads 1 --chunk 16)
+
+# What `retain generate` gives, to compare the server's answers with.
+"$retain" generate "${common[@]}" --prompt "$prompt" --max-new-tokens 12 --json > "$work/completion.json" 2>/dev/null &&
+  "$retain" generate "${common[@]}" --prompt "$prompt" --max-new-tokens 12 --policy snapkv:buffer=0 --budget 3 \
+    --json > "$work/policy.json" 2>/dev/null &&
+  "$retain" generate "${common[@]}" --prompt "$prompt" --chat-template chatml --max-new-tokens 10 --json \
+    > "$work/chat.json" 2>/dev/null || { echo "FAIL generate for the expected answers"; exit 1; }
+"$python" - "$work" "$prompt" <<'PY'
+import json, sys
+work, prompt = sys.argv[1], sys.argv[2]
+out = {"prompt": prompt}
+for name in ("completion", "policy", "chat"):
+    out[name] = json.loads(open(f"{work}/{name}.json").read().strip().splitlines()[-1])
+json.dump(out, open(f"{work}/expected.json", "w"))
+PY
+
+kv_memory=409600  # two of the load test's largest requests at once, not three
+start_server() {  # start_server LOG: sets server_pid and port
+  rm -f "$work/port"
+  "$retain" serve "${common[@]}" --port 0 --port-file "$work/port" --chat-template chatml \
+    --kv-memory "$kv_memory" --max-batch 4 --shutdown-grace 20 > "$1" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 600); do [ -s "$work/port" ] && break; sleep 0.1; done
+  port=$(cat "$work/port" 2>/dev/null)
+  [ -n "$port" ] || { echo "FAIL the server did not start:"; cat "$1"; kill "$server_pid" 2>/dev/null; exit 1; }
+}
+
+start_server "$work/server.log"
+if "$python" "$src/tests/serve_client.py" "http://127.0.0.1:$port" "$work/expected.json" "$kv_memory" 4 8; then
+  echo "ok   serve_client.py"
+else
+  echo "FAIL serve_client.py"; failures=$((failures + 1))
+fi
+
+# Graceful shutdown: SIGTERM while a stream is running; the stream still ends normally (length),
+# the server exits 0 and the port closes.
+"$python" - "http://127.0.0.1:$port" "$work/stream.json" <<'PY' &
+import json, sys, openai
+client = openai.OpenAI(base_url=sys.argv[1] + "/v1", api_key="unused", max_retries=0)
+text, reasons, n = "", [], 0
+for chunk in client.completions.create(model="base", prompt="Once", max_tokens=300, temperature=0.8, seed=1,
+                                       stream=True, stream_options={"include_usage": True},
+                                       extra_body={"ignore_eos": True, "policy": "streaming:buffer=0", "budget": 8}):
+    if chunk.usage: n = chunk.usage.completion_tokens
+    for c in chunk.choices:
+        if c.finish_reason: reasons.append(c.finish_reason)
+json.dump({"reasons": reasons, "tokens": n}, open(sys.argv[2], "w"))
+PY
+stream_pid=$!
+for _ in $(seq 100); do
+  grep -q "retain_requests_running 1" <(curl -s "http://127.0.0.1:$port/metrics") && break; sleep 0.05
+done
+kill -TERM "$server_pid"
+wait "$stream_pid"; stream_rc=$?
+wait "$server_pid"; server_rc=$?
+if [ "$stream_rc" -eq 0 ] && [ "$server_rc" -eq 0 ] &&
+   "$python" -c "import json,sys; r=json.load(open(sys.argv[1])); assert r == {'reasons': ['length'], 'tokens': 300}, r" "$work/stream.json" &&
+   grep -q "finishing in-flight requests" "$work/server.log" && ! curl -s "http://127.0.0.1:$port/health" > /dev/null; then
+  echo "ok   SIGTERM lets the stream finish, exits 0 and closes the port"
+else
+  echo "FAIL graceful shutdown (stream rc $stream_rc, server rc $server_rc)"; cat "$work/stream.json" 2>/dev/null
+  tail -5 "$work/server.log"; failures=$((failures + 1))
+fi
+
+# Bad flags: refused at start, naming what is wrong.
+check_error "policy without a budget" "needs --budget" "$retain" serve --model "$model" --policy snapkv --port 0
+check_error "kv-memory units" "expected bytes such as" "$retain" serve --model "$model" --kv-memory 12parsecs --port 0
+check_error "missing model" "config.json" "$retain" serve --model "$work/nothing" --port 0
+
+[ "$failures" -eq 0 ] || { echo "$failures check(s) failed"; exit 1; }
+echo "all serve checks passed"
