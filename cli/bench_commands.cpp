@@ -1,10 +1,11 @@
-// bench tokenize | kernels | decode | train | vision.
+// bench tokenize | kernels | decode | train | vision | serve.
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "eval/bench_decode.h"
 #include "kernels/bench_kernels.h"
 #include "model/tokenize_command.h"
 #include "model/vision/bench_vision.h"
+#include "serve/bench_serve.h"
 #include "trainer/bench_train.h"
 
 namespace retain::cli {
@@ -102,6 +103,37 @@ void register_bench_vision(CLI::App* bench, Commands& commands) {
   commands.add(cmd, [o] { return run_bench_vision_command(*o); });
 }
 
+void register_bench_serve(CLI::App* bench, Commands& commands) {
+  auto o = std::make_shared<BenchServeOptions>();
+  auto* cmd = bench->add_subcommand(
+      "serve", "the serving engine under concurrency beside sequential generate: tok/s, latency");
+  add_bench_model_flags(cmd, o->model);
+  cmd->add_option("--requests", o->requests)->check(kPositive)->capture_default_str();
+  cmd->add_option("--concurrency", o->concurrency, "clients sending requests at once")
+      ->check(kPositive)
+      ->capture_default_str();
+  cmd->add_option("--prompt-tokens", o->prompt_tokens, "mean prompt length (0.5x to 1.5x)")
+      ->check(kPositive)
+      ->capture_default_str();
+  cmd->add_option("--new-tokens", o->new_tokens, "mean max_tokens (0.5x to 1.5x)")
+      ->check(kPositive)
+      ->capture_default_str();
+  cmd->add_option("--policy", o->policy, "eviction policy (`retain policies`)")
+      ->capture_default_str();
+  cmd->add_option("--budget", o->budget, "KV entries per head (>= 1) or a fraction (< 1)")
+      ->capture_default_str();
+  cmd->add_option("--chunk", o->chunk, "prefill chunk in tokens")
+      ->check(kPositive)
+      ->capture_default_str();
+  cmd->add_option("--max-batch", o->max_batch, "requests running at once")
+      ->check(kPositive)
+      ->capture_default_str();
+  cmd->add_option("--kv-memory", o->kv_memory, "K/V bytes the engine may reserve (0: no bound)")
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json, "one JSON object instead of the table");
+  commands.add(cmd, [o] { return run_bench_serve_command(*o); });
+}
+
 }  // namespace
 
 void register_bench_commands(CLI::App& app, Commands& commands) {
@@ -112,6 +144,7 @@ void register_bench_commands(CLI::App& app, Commands& commands) {
   register_bench_decode(bench, commands);
   register_bench_train(bench, commands);
   register_bench_vision(bench, commands);
+  register_bench_serve(bench, commands);
 }
 
 }  // namespace retain::cli

@@ -32,17 +32,6 @@ void check_options(const BenchDecodeOptions& o) {
   RETAIN_CHECK(o.budget > 0, "bench decode: --budget must be > 0, found ", o.budget);
 }
 
-// Learned-gate policies get random gates of the right architecture: the work per step is the same
-// as with trained ones (speed, not quality, is measured here).
-std::unique_ptr<GateBank> make_gates(const PolicySpec& policy, const ModelConfig& config,
-                                     c10::Device device, uint64_t seed) {
-  if (!policy.needs_gates()) return nullptr;
-  GateConfig g;
-  g.arch = policy.global() ? "mlp3" : "mlp2";  // as the demo trains dbtrimkv and trimkv
-  g.bias_init = 4.0;  // betas around 0.98: scores that differ between tokens
-  return std::make_unique<GateBank>(g, config, device, seed);
-}
-
 std::vector<std::vector<int64_t>> random_prompts(const BenchDecodeOptions& o, int64_t vocab) {
   auto generator = at::make_generator<at::CPUGeneratorImpl>(o.model.seed);
   auto ids = at::randint(0, vocab, {o.batch, o.context}, generator, at::kLong);
@@ -86,6 +75,15 @@ std::string human_bytes(double bytes) {
 
 }  // namespace
 
+std::unique_ptr<GateBank> make_bench_gates(const PolicySpec& policy, const ModelConfig& config,
+                                           c10::Device device, uint64_t seed) {
+  if (!policy.needs_gates()) return nullptr;
+  GateConfig g;
+  g.arch = policy.global() ? "mlp3" : "mlp2";  // as the demo trains dbtrimkv and trimkv
+  g.bias_init = 4.0;  // betas around 0.98: scores that differ between tokens
+  return std::make_unique<GateBank>(g, config, device, seed);
+}
+
 int run_bench_decode_command(const BenchDecodeOptions& options) {
   check_options(options);
   BenchDecodeOptions o = options;  // batch and context come from --prompts-file when given
@@ -98,7 +96,7 @@ int run_bench_decode_command(const BenchDecodeOptions& options) {
   RETAIN_CHECK(policy.gates().empty(),
                "bench decode: gates= files are not read here (random gates of the policy's "
                "architecture are used); drop gates= from --policy");
-  auto gates = make_gates(policy, c, device, o.model.seed + 1);
+  auto gates = make_bench_gates(policy, c, device, o.model.seed + 1);
 
   // Random prompt ids (seeded), every row of the batch the same length; or the file's.
   std::vector<std::vector<int64_t>> prompts = o.prompts_file.empty()

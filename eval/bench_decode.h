@@ -7,8 +7,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
+#include "eval/policies/policy_registry.h"
+#include "gates/gate_bank.h"
 #include "model/bench_model.h"
 
 namespace retain {
@@ -27,6 +30,11 @@ struct BenchDecodeOptions {
   std::string prompts_file;
   bool json = false;  // one JSON object instead of the table
 };
+
+// Learned-gate policies get random gates of the right architecture (null for the others): the
+// work per step is the same as with trained ones (speed, not quality, is measured).
+std::unique_ptr<GateBank> make_bench_gates(const PolicySpec& policy, const ModelConfig& config,
+                                           c10::Device device, uint64_t seed);
 
 // Returns 0; throws retain::Error on bad options.
 int run_bench_decode_command(const BenchDecodeOptions& options);

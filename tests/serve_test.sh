@@ -79,6 +79,12 @@ else
   tail -5 "$work/server.log"; failures=$((failures + 1))
 fi
 
+# bench serve: the engine beside sequential generate gives the same greedy answers.
+check "bench serve" "$retain" bench serve --preset tiny --arch llama --dtype fp32 --device cpu --threads 1 \
+  --requests 6 --concurrency 3 --prompt-tokens 40 --new-tokens 8 --policy h2o:buffer=2 --budget 8 --chunk 16 --json
+"$python" -c "import json,sys; r=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); assert r['identical_answers'] == 6 and r['served']['tokens'] == r['sequential']['tokens'] > 0, r" "$work/out.txt" &&
+  echo "ok   bench serve: identical answers" || { echo "FAIL bench serve answers"; failures=$((failures + 1)); }
+
 # Bad flags: refused at start, naming what is wrong.
 check_error "policy without a budget" "needs --budget" "$retain" serve --model "$model" --policy snapkv --port 0
 check_error "kv-memory units" "expected bytes such as" "$retain" serve --model "$model" --kv-memory 12parsecs --port 0
