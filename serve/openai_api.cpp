@@ -1,5 +1,6 @@
 #include "serve/openai_api.h"
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 
@@ -180,8 +181,12 @@ ApiRequest parse_api_request(const std::string& text, const ApiContext& context,
   if (e.prompt.empty()) throw bad(chat ? "messages" : "prompt", "the prompt has no tokens");
   const char* max_key =
       chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-  e.max_new_tokens = integer(body, max_key, context.default_max_tokens, 1);
   const auto prompt_tokens = static_cast<int64_t>(e.prompt.size());
+  // Without max_tokens: the server's default, or what the context leaves when that is less.
+  int64_t fallback = context.default_max_tokens;
+  if (context.context_length > 0)
+    fallback = std::max<int64_t>(1, std::min(fallback, context.context_length - prompt_tokens));
+  e.max_new_tokens = integer(body, max_key, fallback, 1);
   if (context.context_length > 0 && prompt_tokens + e.max_new_tokens > context.context_length)
     throw ApiError(
         400,

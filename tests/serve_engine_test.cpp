@@ -10,9 +10,9 @@
 #include "eviction_fixtures.h"
 #include "model/decoder.h"
 #include "model/generate.h"
+#include "serve/byte_size.h"
 #include "serve/engine.h"
 #include "serve/openai_api.h"
-#include "serve/byte_size.h"
 #include "test_util.h"
 
 namespace retain {
@@ -205,6 +205,12 @@ TEST(ServeApi, RequestsAreCheckedFieldByField) {
   EXPECT_EQ(status(R"({"model":"base"})"), std::make_pair(400, std::string("prompt")));
   EXPECT_EQ(status(R"({"model":"base","prompt":"hi","max_tokens":0})").second, "max_tokens");
   EXPECT_EQ(status(R"({"model":"base","prompt":"hi","max_tokens":100})").second, "prompt");
+  // Without max_tokens, what the context leaves when the default does not fit.
+  context.default_max_tokens = 1000;
+  EXPECT_EQ(parse_api_request(R"({"model":"base","prompt":[1,5,6,7]})", context, false)
+                .engine.max_new_tokens,
+            60);
+  context.default_max_tokens = 8;
   EXPECT_EQ(status(R"({"model":"base","prompt":"hi","temperature":3})").second, "temperature");
   EXPECT_EQ(status(R"({"model":"base","prompt":"hi","n":2})").second, "n");
   EXPECT_EQ(status(R"({"model":"base","prompt":"hi","logprobs":1})").second, "logprobs");
