@@ -223,6 +223,7 @@ std::vector<GenerationResult> generate_batch(const Decoder& model,
   bool static_decode = false;
   if (options.decode != DecodeMode::kEager) {
     const bool graphs = DecodeGraph::available(model) && !multimodal;
+    cache.expect_decode_steps(most_new - 1);  // the first token came from the prompt's step
     if ((graphs || options.decode == DecodeMode::kStatic) && cache.begin_static_decode()) {
       static_decode = true;
       if (graphs) graph = std::make_unique<DecodeGraph>(model, cache, b);

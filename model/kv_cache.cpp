@@ -1,5 +1,7 @@
 #include "model/kv_cache.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "model/attention.h"
 
@@ -29,6 +31,16 @@ KvEntries FullKvCache::append(int64_t layer, const at::Tensor& keys, const at::T
                layer, " out of range");
   Layer& l = layers_[layer];
   int64_t t = keys.size(2);
+  if (static_) {
+    // A fixed-shape step: the token goes to the device-side slot, and every slot is returned.
+    RETAIN_CHECK(t == 1 && keys.size(0) == l.keys.size(0),
+                 "FullKvCache: static decode takes one token per sequence, found ", t);
+    l.keys.index_copy_(2, l.slot, keys);
+    l.values.index_copy_(2, l.slot, values);
+    l.positions.index_copy_(2, l.slot, positions.unsqueeze(1));
+    l.slot.add_(1);
+    return {l.keys, l.values, l.positions};
+  }
   if (!l.keys.defined()) {
     int64_t capacity = std::max<int64_t>(t, 16);
     l.keys = at::zeros({keys.size(0), keys.size(1), capacity, keys.size(3)}, keys.options());
@@ -50,6 +62,37 @@ KvEntries FullKvCache::append(int64_t layer, const at::Tensor& keys, const at::T
   l.length += t;
   return {l.keys.narrow(2, 0, l.length), l.values.narrow(2, 0, l.length),
           l.positions.narrow(2, 0, l.length)};
+}
+
+bool FullKvCache::reserve(int64_t room) {
+  bool grew = false;
+  for (auto& l : layers_) {
+    if (l.length + room <= l.keys.size(2)) continue;
+    const int64_t capacity = std::max(l.length + room, 2 * l.keys.size(2));
+    l.keys = grow(l.keys, l.length, capacity, 0);
+    l.values = grow(l.values, l.length, capacity, 0);
+    l.positions = grow(l.positions, l.length, capacity, -1);
+    grew = true;
+  }
+  return grew;
+}
+
+bool FullKvCache::begin_static_decode() {
+  for (const auto& l : layers_)
+    if (!l.keys.defined()) return false;  // nothing read yet
+  // Room for every expected step (and the one past the last, which never runs but keeps the
+  // check below simple); without a hint, growing by doubling.
+  reserve(std::max<int64_t>(expected_steps_, 1) + 1);
+  for (auto& l : layers_) l.slot = at::full({1}, l.length, l.positions.options());
+  static_ = true;
+  return true;
+}
+
+bool FullKvCache::end_static_step() {
+  RETAIN_CHECK(static_, "FullKvCache: end_static_step outside static decode");
+  // The step wrote one slot in every layer (the device advanced its slot index itself).
+  for (auto& l : layers_) ++l.length;
+  return reserve(1);
 }
 
 int64_t FullKvCache::live_bytes() const {
@@ -95,7 +138,7 @@ std::unique_ptr<KvCache> FullKvCache::clone() const {
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& l = layers_[i];
     if (!l.keys.defined()) continue;
-    copy->layers_[i] = {l.keys.clone(), l.values.clone(), l.positions.clone(), l.length};
+    copy->layers_[i] = {l.keys.clone(), l.values.clone(), l.positions.clone(), l.length, {}};
   }
   return copy;
 }

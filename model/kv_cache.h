@@ -80,6 +80,10 @@ class KvCache {
   virtual bool end_static_step() { return false; }
   // Leaves static decode: the cache is again what eager steps would have left.
   virtual void end_static_decode() {}
+  // Before begin_static_decode: at most this many decode steps follow, so a cache can size its
+  // buffers once (the full cache: prompt + max new tokens) instead of growing, which makes a
+  // captured graph capture again.
+  virtual void expect_decode_steps(int64_t /*steps*/) {}
 
   // Bytes of K/V currently held (live entries only for caches that evict).
   virtual int64_t live_bytes() const = 0;
@@ -109,12 +113,21 @@ class KvCache {
 };
 
 // Keeps every entry. Storage grows by doubling, so decode appends in amortised O(1) copies.
+//
+// Static decode: the buffers are sized once for the expected steps (expect_decode_steps) and each
+// step writes its token at a slot index held on the device and returns the whole buffers (empty
+// slots at position -1, which attention masks), so a step can be captured as a CUDA graph; the
+// host advances its own count in end_static_step.
 class FullKvCache : public KvCache {
  public:
   explicit FullKvCache(int64_t num_layers) : layers_(num_layers) {}
 
   KvEntries append(int64_t layer, const at::Tensor& keys, const at::Tensor& values,
                    const at::Tensor& positions) override;
+  void expect_decode_steps(int64_t steps) override { expected_steps_ = steps; }
+  bool begin_static_decode() override;
+  bool end_static_step() override;
+  void end_static_decode() override { static_ = false; }
   int64_t live_bytes() const override;
   std::vector<RowBytes> row_bytes() const override;
   std::unique_ptr<KvCache> clone() const override;
@@ -126,8 +139,13 @@ class FullKvCache : public KvCache {
   struct Layer {
     at::Tensor keys, values, positions;  // capacity-sized buffers
     int64_t length = 0;
+    at::Tensor slot;  // static decode: the next slot, (1,) int64 on the buffers' device
   };
+  // Static decode: grows every layer to hold `length` + `room` entries; true if one grew.
+  bool reserve(int64_t room);
   std::vector<Layer> layers_;
+  bool static_ = false;
+  int64_t expected_steps_ = 0;
 };
 
 }  // namespace retain

@@ -125,6 +125,11 @@ bench() {
     timeout "${DECODE_TIMEOUT:-240}" "$BUILD/retain" bench decode --policy $p --json |
       tee -a "$OUT/bench.jsonl" || ok=1
   done
+  # The serving engine (eager decode over the requests' own caches) beside sequential generate.
+  echo "-- bench serve"
+  timeout "${SERVE_TIMEOUT:-120}" "$BUILD/retain" bench serve --requests 16 --concurrency 8 \
+    --prompt-tokens 2048 --new-tokens 64 --policy dbtrimkv --budget 512 --chunk 512 --json |
+    tee -a "$OUT/bench.jsonl" || ok=1
   # Gate training on the qwen3-4b shapes: the fused kernels at 8k and 32k, the ATen reference at
   # 8k (its small blocks make 32k take minutes).
   local run
@@ -177,6 +182,11 @@ if dec:
               f"{r['decode_tokens_per_s']:.0f} | {r['ms_per_decode_step']:.2f} | "
               f"{r['kv_bytes_end'] / 1e9:.2f} / {r['kv_bytes_full_cache'] / 1e9:.2f} | {100 * r['roofline_fraction']:.1f}% |")
     print()
+for r in (r for r in rows if "throughput_ratio" in r):
+    s, q = r["served"], r["sequential"]
+    print(f"| bench serve {r['policy']} x{r['requests']} c{r['concurrency']} | served {s['tokens_per_s']:.0f} tok/s, "
+          f"sequential {q['tokens_per_s']:.0f} ({r['throughput_ratio']:.2f}x) | TTFT p50 {s['ttft_p50_s']:.3f} s | "
+          f"identical {r['identical_answers']}/{r['requests']} |\n")
 if tr:
     print("| bench train | tokens/s | step ms | MFU | peak GB | teacher / student / losses / backward / optim ms |")
     print("|---|---|---|---|---|---|")

@@ -78,6 +78,65 @@ TEST(BatchGeneration, PromptsOfDifferentLengthsEqualEachAlone) {
 // Static decode (fixed buffers, eviction decided by host-side counts; what CUDA graphs replay)
 // must decode exactly what eager decode does and leave the same cache, for every policy that
 // supports it, across several evictions and with a row that stops early.
+TEST(BatchGeneration, FullCacheStaticDecodeEqualsEager) {
+  // The full cache decodes in static shapes too (sized once for the steps, a device-side slot):
+  // the same tokens, bytes and entries read as eager steps, rows ending early included.
+  c10::InferenceMode guard;
+  Decoder model = Decoder::load(testing::fixture_dir("hf") / "qwen2_bias_yarn", {});
+  const std::vector<std::vector<int64_t>> prompts = {
+      {5, 9, 33, 71, 2, 400, 8, 8, 13}, {17, 3}, {250, 251, 252, 253, 254}};
+  SamplingOptions options;
+  options.max_new_tokens = 30;
+  options.prefill_chunk = 4;
+  options.decode = DecodeMode::kEager;
+  FullKvCache probe(model.config().num_layers);
+  const auto first = generate_batch(model, prompts, probe, options);
+  options.stop_ids = {first[1].tokens.at(6)};  // row 1 stops early; its later steps are padding
+  std::vector<std::vector<GenerationResult>> runs;
+  std::vector<std::unique_ptr<FullKvCache>> caches;
+  for (DecodeMode mode : {DecodeMode::kEager, DecodeMode::kStatic}) {
+    options.decode = mode;
+    caches.push_back(std::make_unique<FullKvCache>(model.config().num_layers));
+    runs.push_back(generate_batch(model, prompts, *caches.back(), options));
+  }
+  EXPECT_EQ(runs[1][0].decode_mode, "static");
+  EXPECT_EQ(runs[0][1].finish_reason, "stop");
+  for (size_t r = 0; r < prompts.size(); ++r) {
+    EXPECT_EQ(runs[0][r].tokens, runs[1][r].tokens) << r;
+    EXPECT_EQ(runs[0][r].max_attended_entries, runs[1][r].max_attended_entries) << r;
+  }
+  EXPECT_EQ(caches[0]->live_bytes(), caches[1]->live_bytes());
+  const auto eager_rows = caches[0]->row_bytes(), static_rows = caches[1]->row_bytes();
+  ASSERT_EQ(eager_rows.size(), static_rows.size());
+  for (size_t r = 0; r < eager_rows.size(); ++r) EXPECT_EQ(eager_rows[r].live, static_rows[r].live);
+  for (int64_t l = 0; l < model.config().num_layers; ++l)
+    EXPECT_EQ(caches[0]->length(l), caches[1]->length(l));
+  // Without the hint the buffers grow while static (each growth would capture a graph again):
+  // the steps still give the eager logits.
+  FullKvCache eager(model.config().num_layers), fixed(model.config().num_layers);
+  const auto& prompt = prompts[0];
+  const auto n = static_cast<int64_t>(prompt.size());
+  auto ids = at::tensor(prompt, at::kLong).view({1, n});
+  auto positions = at::arange(n, at::kLong).view({1, n});
+  auto last = model.logits(model.forward_hidden(ids, positions, &eager)).select(1, n - 1);
+  model.forward_hidden(ids, positions, &fixed);
+  ASSERT_TRUE(fixed.begin_static_decode());
+  int64_t growths = 0;
+  for (int64_t step = 0; step < 40; ++step) {
+    auto token = last.argmax(-1).view({1, 1});
+    auto position = at::full({1, 1}, n + step, at::kLong);
+    last = model.logits(model.forward_hidden(token, position, &eager)).select(1, 0);
+    ForwardContext context{&fixed};
+    context.ids_checked = true;
+    auto fixed_logits = model.logits(model.forward_hidden(token, position, context)).select(1, 0);
+    growths += fixed.end_static_step();
+    EXPECT_LE((fixed_logits - last).abs().max().item<double>(), 1e-5) << step;
+  }
+  EXPECT_GE(growths, 2);
+  fixed.end_static_decode();
+  EXPECT_EQ(fixed.length(0), eager.length(0));
+}
+
 TEST(BatchGeneration, StaticDecodeEqualsEager) {
   c10::InferenceMode guard;
   Decoder model = Decoder::load(testing::fixture_dir("hf") / "qwen2_bias_yarn", {});
@@ -127,8 +186,9 @@ TEST(BatchGeneration, StaticDecodeEqualsEager) {
   options.max_new_tokens = 3;
   options.decode = DecodeMode::kStatic;
   EXPECT_EQ(generate(model, prompts[0], *random_cache, options).decode_mode, "eager");
+  // The full cache decodes statically (FullCacheStaticDecodeEqualsEager checks its steps).
   FullKvCache full(c.num_layers);
-  EXPECT_EQ(generate(model, prompts[0], full, options).decode_mode, "eager");
+  EXPECT_EQ(generate(model, prompts[0], full, options).decode_mode, "static");
 }
 
 // A needle in the prompt's last chunk: before the fix, the last chunk's queries (the last one
