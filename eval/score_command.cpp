@@ -1,21 +1,13 @@
 #include "eval/score_command.h"
 
-#include <algorithm>
 #include <fstream>
-#include <map>
 
 #include "core/error.h"
 #include "core/json.h"
 #include "core/log.h"
-#include "eval/benchmarks/longbench.h"
-#include "eval/benchmarks/longbench_v2.h"
-#include "eval/benchmarks/mmstar.h"
-#include "eval/math/math_grading.h"
-#include "eval/mmmu/mmmu_data.h"
-#include "eval/mmmu/mmmu_scoring.h"
+#include "eval/benchmarks/scoring.h"
 #include "eval/plot.h"
 #include "eval/scores.h"
-#include "model/tokenizers/regex.h"
 
 namespace retain {
 
@@ -45,24 +37,8 @@ std::vector<Json> read_predictions(const std::string& path) {
 
 }  // namespace
 
-std::string extract_choice(const std::string& response) {
-  std::string text;
-  for (char c : response)
-    if (c != '*') text.push_back(c);
-  static const Regex with_parens("The correct answer is \\(([A-D])\\)", "longbench-v2");
-  static const Regex bare("The correct answer is ([A-D])", "longbench-v2");
-  for (const Regex* r : {&with_parens, &bare}) {
-    auto hits = r->find_all(text);
-    if (!hits.empty()) return text.substr(hits[0].second - (r == &with_parens ? 2 : 1), 1);
-  }
-  return "";
-}
-
 int run_score_command(const ScoreCommandOptions& o) {
-  RETAIN_CHECK(o.benchmark == "longbench" || o.benchmark == "longbench-v2" ||
-                   o.benchmark == "mmmu" || o.benchmark == "mmstar" || o.benchmark == "math",
-               "eval score: --benchmark '", o.benchmark,
-               "' is not supported (expected longbench, longbench-v2, mmmu, mmstar or math)");
+  const BenchmarkScoring& scoring = find_scoring(o.benchmark);
   auto lines = read_predictions(o.predictions);
   // Grouped by (policy, budget) in the order they first appear; a file without them (LongBench's
   // own) is one group.
@@ -77,14 +53,10 @@ int run_score_command(const ScoreCommandOptions& o) {
   };
   for (auto& j : lines) {
     const std::string where = str_cat(o.predictions, ":", j["__line"].get<int64_t>());
-    // LongBench's own pred files are named after their dataset and carry no "dataset" field.
-    if (o.benchmark == "longbench" && !j.contains("dataset"))
-      j["dataset"] = fs::path(o.predictions).stem().string();
-    if (o.benchmark == "longbench" && o.e) json_get<double>(j, "length", where);  // required
+    if (scoring.prepare) scoring.prepare(j, o.predictions, o.e, where);
     group_of(j).records.push_back(j);
   }
-
-  if (o.benchmark == "mmmu" || o.benchmark == "mmstar")
+  if (scoring.one_setting_per_group)
     for (const auto& g : groups)
       for (const auto& j : g.records)
         RETAIN_CHECK(j.value("setting", "") == g.records.front().value("setting", ""),
@@ -92,18 +64,8 @@ int run_score_command(const ScoreCommandOptions& o) {
                      " has predictions made under other settings (a run re-used with other "
                      "--images / --max-pixels / --budget-scope / --max-new-tokens; see each "
                      "record's \"setting\"); re-score them apart");
-  if (o.benchmark == "mmmu")
-    for (auto& g : groups) {
-      // The official parser draws its random fallbacks in the official question order: subjects
-      // as CAT_SHORT2LONG lists them, each subject's questions as stored (the file's order).
-      const auto& subjects = mmmu_subjects();
-      auto rank = [&](const Json& j) {
-        const std::string s = j.value("subject", "");
-        return std::find(subjects.begin(), subjects.end(), s) - subjects.begin();
-      };
-      std::stable_sort(g.records.begin(), g.records.end(),
-                       [&](const Json& a, const Json& b) { return rank(a) < rank(b); });
-    }
+  if (scoring.order)
+    for (auto& g : groups) scoring.order(g.records);
   std::vector<ScoreRow> rows;
   for (const auto& g : groups) {
     auto where = [&](size_t i) {
@@ -111,56 +73,15 @@ int run_score_command(const ScoreCommandOptions& o) {
     };
     std::optional<double> budget;
     if (g.budget.is_number()) budget = g.budget.get<double>();
-    if (o.benchmark == "math") {
-      const auto kind = parse_math_benchmark(
-          json_get<std::string>(g.records.front(), "math_benchmark", where(0)));
-      rows.push_back(score_row(g.policy, budget, math_metrics(kind, g.records, where)));
-      continue;
-    }
-    Json metrics = o.benchmark == "longbench" ? longbench_metrics(g.records, o.e, where)
-                   : o.benchmark == "mmmu"    ? mmmu_metrics(g.records, where)
-                   : o.benchmark == "mmstar"  ? mmstar_metrics(g.records, where)
-                                              : longbench_v2_metrics(g.records, where);
-    rows.push_back({g.policy, budget, metrics});
+    rows.push_back(score_row(g.policy, budget, scoring.metrics(g.records, o.e, where)));
   }
   fs::path out = o.out.empty() ? fs::path(o.predictions).parent_path() : fs::path(o.out);
   if (out.empty()) out = ".";
   write_scores(out, o.benchmark, rows);
-  PlotSpec plot{
-      o.benchmark, "score", {{o.benchmark == "longbench" ? "avg" : "overall", "overall"}}, ""};
+  PlotSpec plot{o.benchmark, "score", {{"overall", "overall"}}, ""};
   std::vector<std::string> columns;
-  if (o.benchmark == "math") {
-    plot = {"math", "accuracy (%)", {{"pass@1", "pass@1"}, {"maj@n", "maj@N"}}, ""};
-    columns = {"pass@1", "maj@n", "unparsed", "truncated", "mean_new_tokens"};
-    if (!rows.empty()) write_score_plots(out, rows, plot);
-  } else if (o.benchmark == "mmmu") {
-    // The disciplines; the 30 subjects stay in scores.json / scores.csv.
-    columns.push_back("overall");
-    for (const auto& [discipline, subjects] : mmmu_disciplines()) {
-      plot.panels.push_back({discipline, discipline});
-      columns.push_back(discipline);
-    }
-    if (!rows.empty()) write_score_plots(out, rows, plot);
-  } else if (o.benchmark == "mmstar") {
-    // The categories; "category(l2)" stays in scores.json / scores.csv.
-    columns.push_back("overall");
-    if (!rows.empty()) {
-      for (const auto& [metric, value] : rows.front().metrics.items())
-        if (metric != "overall" && metric != "questions" && metric.find('(') == std::string::npos) {
-          plot.panels.push_back({metric, metric});
-          columns.push_back(metric);
-        }
-      write_score_plots(out, rows, plot);
-    }
-  } else if (!rows.empty()) {
-    // One panel per dataset or split; LongBench-E's length buckets ("hotpotqa/0-4k") stay in
-    // the table.
-    for (const auto& [metric, value] : rows.front().metrics.items())
-      if (metric != plot.panels.front().metric && value.is_number() &&
-          metric.find('/') == std::string::npos)
-        plot.panels.push_back({metric, metric});
-    write_score_plots(out, rows, plot);
-  }
+  scoring.figure(rows, plot, columns);
+  if (!rows.empty()) write_score_plots(out, rows, plot);
   print_score_table(rows, columns);
   log_info("wrote ", (out / "scores.json").string());
   return 0;

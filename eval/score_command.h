@@ -1,7 +1,8 @@
 // `retain eval score --benchmark longbench|longbench-v2|mmmu|mmstar|math --predictions FILE [--e]
 // [--out DIR]`:
 // recomputes scores from a predictions.jsonl without a model, in the shared scores schema, with
-// the aggregation the sweeps use (longbench_metrics, longbench_v2_metrics).
+// the aggregation the sweeps use; each benchmark's part is its entry in
+// eval/benchmarks/scoring.h.
 //   longbench:     lines {pred, answers, all_classes, dataset[, length, policy, budget]};
 //                  LongBench's own pred files (named <dataset>.jsonl, no dataset field) work as
 //                  they are; per dataset round(100 * mean, 2) and their average; --e adds
@@ -30,8 +31,5 @@ struct ScoreCommandOptions {
 };
 
 int run_score_command(const ScoreCommandOptions& options);
-
-// LongBench v2's answer extraction; "" when nothing matches.
-std::string extract_choice(const std::string& response);
 
 }  // namespace retain

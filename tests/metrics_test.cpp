@@ -65,6 +65,7 @@ TEST(Metrics, LongBenchScorerRules) {
 }  // namespace
 }  // namespace retain
 
+#include "eval/benchmarks/longbench_v2.h"
 #include "eval/score_command.h"
 
 namespace retain {

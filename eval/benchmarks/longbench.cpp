@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "eval/benchmarks/benchmark.h"
+#include "eval/benchmarks/scoring.h"
 #include "eval/metrics.h"
 #include "model/chat_template.h"
 #include "model/tokenizer.h"
@@ -229,6 +230,26 @@ int run_longbench_eval(const LongBenchOptions& o) {
   LongBench benchmark(o);
   return run_sweep(benchmark,
                    {o.model, o.policies, o.budgets, o.gates, o.chunk, o.batch_size, o.out});
+}
+
+BenchmarkScoring longbench_scoring() {
+  BenchmarkScoring s;
+  s.name = "longbench";
+  s.prepare = [](Json& j, const std::string& file, bool e, const std::string& where) {
+    // LongBench's own pred files are named after their dataset and carry no "dataset" field.
+    if (!j.contains("dataset")) j["dataset"] = fs::path(file).stem().string();
+    if (e) json_get<double>(j, "length", where);  // required
+  };
+  s.metrics = [](const std::vector<Json>& records, bool e, const RecordWhere& where) {
+    return longbench_metrics(records, e, where);
+  };
+  s.figure = [](const std::vector<ScoreRow>& rows, PlotSpec& plot, std::vector<std::string>&) {
+    // One panel per dataset; LongBench-E's length buckets ("hotpotqa/0-4k") stay in the table.
+    plot.panels = {{"avg", "overall"}};
+    add_metric_panels(rows, plot,
+                      [](const std::string& m) { return m.find('/') == std::string::npos; });
+  };
+  return s;
 }
 
 }  // namespace retain

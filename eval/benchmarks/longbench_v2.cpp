@@ -6,10 +6,11 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "eval/benchmarks/benchmark.h"
+#include "eval/benchmarks/scoring.h"
 #include "eval/metrics.h"
-#include "eval/score_command.h"
 #include "model/chat_template.h"
 #include "model/tokenizer.h"
+#include "model/tokenizers/regex.h"
 
 namespace retain {
 
@@ -189,6 +190,32 @@ int run_longbench_v2_eval(const LongBenchV2Options& o) {
   LongBenchV2 benchmark(o);
   return run_sweep(benchmark,
                    {o.model, o.policies, o.budgets, o.gates, o.chunk, o.batch_size, o.out});
+}
+
+std::string extract_choice(const std::string& response) {
+  std::string text;
+  for (char c : response)
+    if (c != '*') text.push_back(c);
+  static const Regex with_parens("The correct answer is \\(([A-D])\\)", "longbench-v2");
+  static const Regex bare("The correct answer is ([A-D])", "longbench-v2");
+  for (const Regex* r : {&with_parens, &bare}) {
+    auto hits = r->find_all(text);
+    if (!hits.empty()) return text.substr(hits[0].second - (r == &with_parens ? 2 : 1), 1);
+  }
+  return "";
+}
+
+BenchmarkScoring longbench_v2_scoring() {
+  BenchmarkScoring s;
+  s.name = "longbench-v2";
+  s.metrics = [](const std::vector<Json>& records, bool, const RecordWhere& where) {
+    return longbench_v2_metrics(records, where);
+  };
+  s.figure = [](const std::vector<ScoreRow>& rows, PlotSpec& plot, std::vector<std::string>&) {
+    add_metric_panels(rows, plot,
+                      [](const std::string& m) { return m.find('/') == std::string::npos; });
+  };
+  return s;
 }
 
 }  // namespace retain

@@ -47,4 +47,8 @@ Json longbench_v2_metrics(const std::vector<Json>& records,
 // equals its answer): what the accuracy counts, and what a sweep pairs with the full cache's.
 bool longbench_v2_correct(const Json& record, const std::string& where);
 
+// LongBench v2's answer extraction: `The correct answer is (X)`, then without parentheses, after
+// removing '*'; "" when nothing matches.
+std::string extract_choice(const std::string& response);
+
 }  // namespace retain

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "eval/benchmarks/benchmark.h"
+#include "eval/benchmarks/scoring.h"
 #include "eval/math/math_data.h"
 #include "eval/math/math_grading.h"
 #include "model/decoder.h"
@@ -141,6 +142,21 @@ int run_math_eval(const MathOptions& o) {
   s.top_p = o.top_p;
   s.top_k = o.top_k;
   return run_sweep(benchmark, s);
+}
+
+BenchmarkScoring math_scoring() {
+  BenchmarkScoring s;
+  s.name = "math";
+  s.metrics = [](const std::vector<Json>& records, bool, const RecordWhere& where) {
+    const auto kind =
+        parse_math_benchmark(json_get<std::string>(records.front(), "math_benchmark", where(0)));
+    return math_metrics(kind, records, where);
+  };
+  s.figure = [](const std::vector<ScoreRow>&, PlotSpec& plot, std::vector<std::string>& columns) {
+    plot = {"math", "accuracy (%)", {{"pass@1", "pass@1"}, {"maj@n", "maj@N"}}, ""};
+    columns = {"pass@1", "maj@n", "unparsed", "truncated", "mean_new_tokens"};
+  };
+  return s;
 }
 
 }  // namespace retain

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "eval/benchmarks/benchmark.h"
+#include "eval/benchmarks/scoring.h"
 #include "eval/benchmarks/vision_prompt.h"
 #include "eval/mmmu/mmmu_data.h"
 #include "eval/mmmu/mmmu_scoring.h"
@@ -148,6 +149,35 @@ int run_mmmu_eval(const MmmuOptions& o) {
   Mmmu benchmark(o);
   return run_sweep(benchmark,
                    {o.model, o.policies, o.budgets, o.gates, o.chunk, o.batch_size, o.out});
+}
+
+BenchmarkScoring mmmu_scoring() {
+  BenchmarkScoring s;
+  s.name = "mmmu";
+  s.one_setting_per_group = true;
+  s.order = [](std::vector<Json>& records) {
+    // The official parser draws its random fallbacks in the official question order: subjects
+    // as CAT_SHORT2LONG lists them, each subject's questions as stored (the file's order).
+    const auto& subjects = mmmu_subjects();
+    auto rank = [&](const Json& j) {
+      const std::string subject = j.value("subject", "");
+      return std::find(subjects.begin(), subjects.end(), subject) - subjects.begin();
+    };
+    std::stable_sort(records.begin(), records.end(),
+                     [&](const Json& a, const Json& b) { return rank(a) < rank(b); });
+  };
+  s.metrics = [](const std::vector<Json>& records, bool, const RecordWhere& where) {
+    return mmmu_metrics(records, where);
+  };
+  s.figure = [](const std::vector<ScoreRow>&, PlotSpec& plot, std::vector<std::string>& columns) {
+    // The disciplines; the 30 subjects stay in scores.json / scores.csv.
+    columns.push_back("overall");
+    for (const auto& [discipline, subjects] : mmmu_disciplines()) {
+      plot.panels.push_back({discipline, discipline});
+      columns.push_back(discipline);
+    }
+  };
+  return s;
 }
 
 }  // namespace retain

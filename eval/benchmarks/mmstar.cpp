@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "data/parquet_table.h"
 #include "eval/benchmarks/benchmark.h"
+#include "eval/benchmarks/scoring.h"
 #include "eval/benchmarks/vision_prompt.h"
 #include "eval/metrics.h"
 #include "model/tokenizers/unicode.h"
@@ -267,6 +268,27 @@ int run_mmstar_eval(const MmstarOptions& o) {
   Mmstar benchmark(o);
   return run_sweep(benchmark,
                    {o.model, o.policies, o.budgets, o.gates, o.chunk, o.batch_size, o.out});
+}
+
+BenchmarkScoring mmstar_scoring() {
+  BenchmarkScoring s;
+  s.name = "mmstar";
+  s.one_setting_per_group = true;
+  s.metrics = [](const std::vector<Json>& records, bool, const RecordWhere& where) {
+    return mmstar_metrics(records, where);
+  };
+  s.figure = [](const std::vector<ScoreRow>& rows, PlotSpec& plot,
+                std::vector<std::string>& columns) {
+    // The categories; "category(l2)" stays in scores.json / scores.csv.
+    columns.push_back("overall");
+    if (rows.empty()) return;
+    for (const auto& [metric, value] : rows.front().metrics.items())
+      if (metric != "overall" && metric != "questions" && metric.find('(') == std::string::npos) {
+        plot.panels.push_back({metric, metric});
+        columns.push_back(metric);
+      }
+  };
+  return s;
 }
 
 }  // namespace retain
