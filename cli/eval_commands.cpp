@@ -51,15 +51,11 @@ void register_ppl(CLI::App* eval, Commands& commands) {
 
 void register_synthetic(CLI::App* eval, Commands& commands) {
   auto o = std::make_shared<SyntheticEvalOptions>();
-  auto sweep = std::make_shared<SweepFlags>(SweepFlags{"full", ""});
   auto tasks = std::make_shared<std::string>("kv,vars,needle,multi");
   auto* cmd =
       eval->add_subcommand("synthetic", "seeded long-context tasks under eviction policies");
-  add_model_flags(cmd, o->model);
-  add_tensor_parallel_flags(cmd, o->model);
-  add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, &o->limit,
-                  "run only the first N examples per task");
-  add_batch_flags(cmd, o->batch_size, o->model.workers);
+  auto sweep = add_sweep_command_flags(cmd, o->sweep, &o->limit,
+                                       "run only the first N examples per task", true);
   cmd->add_option("--tasks", *tasks, "kv,vars,needle,multi")->capture_default_str();
   cmd->add_option("--data", o->data,
                   "task file (retain synth's heldout.jsonl) instead of generated tasks");
@@ -78,10 +74,9 @@ void register_synthetic(CLI::App* eval, Commands& commands) {
                   "semantics, the context is compressed once and the question kept on top")
       ->check(CLI::IsMember({"evict", "keep"}))
       ->capture_default_str();
-  add_shared_context_flag(cmd, o->share_context);
+  add_shared_context_flag(cmd, o->sweep.share_context);
   commands.add(cmd, [o, sweep, tasks] {
-    o->policies = sweep->policies();
-    o->budgets = sweep->budgets();
+    sweep->apply_to(o->sweep);
     o->tasks = split_list(*tasks);
     return run_synthetic_eval(*o);
   });
@@ -89,15 +84,11 @@ void register_synthetic(CLI::App* eval, Commands& commands) {
 
 void register_longbench(CLI::App* eval, Commands& commands) {
   auto o = std::make_shared<LongBenchOptions>();
-  auto sweep = std::make_shared<SweepFlags>(SweepFlags{"full", ""});
   auto datasets = std::make_shared<std::string>();
   auto* cmd = eval->add_subcommand("longbench", "LongBench / LongBench-E under eviction policies");
-  add_model_flags(cmd, o->model);
-  add_tensor_parallel_flags(cmd, o->model);
   add_chat_flags(cmd, o->chat);
-  add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, &o->limit,
-                  "examples per dataset (0: all)");
-  add_batch_flags(cmd, o->batch_size, o->model.workers);
+  auto sweep =
+      add_sweep_command_flags(cmd, o->sweep, &o->limit, "examples per dataset (0: all)", true);
   cmd->add_option("--data", o->data_dir,
                   "LongBench directory (data/*.jsonl, config/dataset2*.json)")
       ->required();
@@ -109,8 +100,7 @@ void register_longbench(CLI::App* eval, Commands& commands) {
   cmd->add_flag("--protect-question", o->protect_question,
                 "never evict the question (the template after {context}) while reading the prompt");
   commands.add(cmd, [o, sweep, datasets] {
-    o->policies = sweep->policies();
-    o->budgets = sweep->budgets();
+    sweep->apply_to(o->sweep);
     o->datasets = split_list(*datasets);
     return run_longbench_eval(*o);
   });
@@ -118,14 +108,10 @@ void register_longbench(CLI::App* eval, Commands& commands) {
 
 void register_longbench_v2(CLI::App* eval, Commands& commands) {
   auto o = std::make_shared<LongBenchV2Options>();
-  auto sweep = std::make_shared<SweepFlags>(SweepFlags{"full", ""});
   auto* cmd =
       eval->add_subcommand("longbench-v2", "LongBench v2 multiple choice under eviction policies");
-  add_model_flags(cmd, o->model);
-  add_tensor_parallel_flags(cmd, o->model);
   add_chat_flags(cmd, o->chat);
-  add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, &o->limit, "records (0: all)");
-  add_batch_flags(cmd, o->batch_size, o->model.workers);
+  auto sweep = add_sweep_command_flags(cmd, o->sweep, &o->limit, "records (0: all)", true);
   cmd->add_option("--data", o->data, "LongBench v2 data (JSON array or JSONL)")->required();
   cmd->add_option("--template", o->template_file,
                   "prompt template (default: prompts/0shot.txt next to --data)");
@@ -133,24 +119,19 @@ void register_longbench_v2(CLI::App* eval, Commands& commands) {
                   "prompt tokens kept by middle truncation (0: model max)");
   cmd->add_option("--max-new-tokens", o->max_new_tokens)->check(kPositive)->capture_default_str();
   commands.add(cmd, [o, sweep] {
-    o->policies = sweep->policies();
-    o->budgets = sweep->budgets();
+    sweep->apply_to(o->sweep);
     return run_longbench_v2_eval(*o);
   });
 }
 
 void register_mmmu(CLI::App* eval, Commands& commands) {
   auto o = std::make_shared<MmmuOptions>();
-  auto sweep = std::make_shared<SweepFlags>(SweepFlags{"full", ""});
   auto subjects = std::make_shared<std::string>();
   auto* cmd = eval->add_subcommand(
       "mmmu", "MMMU on a vision-language model under eviction policies (official scoring)");
-  add_model_flags(cmd, o->model);
-  add_tensor_parallel_flags(cmd, o->model);
   add_chat_flags(cmd, o->chat);
-  add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, &o->limit,
-                  "questions per subject (0: all)");
-  add_batch_flags(cmd, o->batch_size, o->model.workers);
+  auto sweep =
+      add_sweep_command_flags(cmd, o->sweep, &o->limit, "questions per subject (0: all)", true);
   cmd->add_option("--data", o->data,
                   "MMMU's parquet release directory (<Subject>/<split>-*.parquet), a parquet "
                   "file, or a JSONL file / a directory holding <split>.jsonl")
@@ -172,8 +153,7 @@ void register_mmmu(CLI::App* eval, Commands& commands) {
       ->capture_default_str();
   cmd->add_option("--max-new-tokens", o->max_new_tokens)->check(kPositive)->capture_default_str();
   commands.add(cmd, [o, sweep, subjects] {
-    o->policies = sweep->policies();
-    o->budgets = sweep->budgets();
+    sweep->apply_to(o->sweep);
     o->subjects = split_list(*subjects);
     return run_mmmu_eval(*o);
   });
@@ -181,14 +161,10 @@ void register_mmmu(CLI::App* eval, Commands& commands) {
 
 void register_mmstar(CLI::App* eval, Commands& commands) {
   auto o = std::make_shared<MmstarOptions>();
-  auto sweep = std::make_shared<SweepFlags>(SweepFlags{"full", ""});
   auto* cmd = eval->add_subcommand(
       "mmstar", "MMStar on a vision-language model under eviction policies (official scoring)");
-  add_model_flags(cmd, o->model);
-  add_tensor_parallel_flags(cmd, o->model);
   add_chat_flags(cmd, o->chat);
-  add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, &o->limit, "questions (0: all)");
-  add_batch_flags(cmd, o->batch_size, o->model.workers);
+  auto sweep = add_sweep_command_flags(cmd, o->sweep, &o->limit, "questions (0: all)", true);
   cmd->add_option("--data", o->data,
                   "MMStar's mmstar.parquet, a directory holding it, or mmstar.jsonl")
       ->required();
@@ -202,22 +178,17 @@ void register_mmstar(CLI::App* eval, Commands& commands) {
       ->capture_default_str();
   cmd->add_option("--max-new-tokens", o->max_new_tokens)->check(kPositive)->capture_default_str();
   commands.add(cmd, [o, sweep] {
-    o->policies = sweep->policies();
-    o->budgets = sweep->budgets();
+    sweep->apply_to(o->sweep);
     return run_mmstar_eval(*o);
   });
 }
 
 void register_math(CLI::App* eval, Commands& commands) {
   auto o = std::make_shared<MathOptions>();
-  auto sweep = std::make_shared<SweepFlags>(SweepFlags{"full", ""});
   auto* cmd = eval->add_subcommand(
       "math", "GSM8K, MATH-500 or AIME with long generations under eviction (pass@1, maj@N)");
-  add_model_flags(cmd, o->model);
-  add_tensor_parallel_flags(cmd, o->model);
   add_chat_flags(cmd, o->chat);
-  add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, &o->limit, "problems (0: all)");
-  add_batch_flags(cmd, o->batch_size, o->model.workers);
+  auto sweep = add_sweep_command_flags(cmd, o->sweep, &o->limit, "problems (0: all)", true);
   cmd->add_option("--data", o->data,
                   "the release's .jsonl / .parquet (GSM8K: question, answer; MATH-500: problem, "
                   "answer; AIME: problem, answer), or a directory of them")
@@ -231,38 +202,34 @@ void register_math(CLI::App* eval, Commands& commands) {
   cmd->add_option("--samples", o->samples, "generations per problem (pass@1 is their mean)")
       ->check(kPositive)
       ->capture_default_str();
-  cmd->add_option("--temperature", o->temperature, "0: greedy")
+  cmd->add_option("--temperature", o->sweep.temperature, "0: greedy")
       ->check(kNonNegative)
       ->capture_default_str();
-  cmd->add_option("--top-p", o->top_p, "nucleus sampling mass, in (0, 1]")->capture_default_str();
-  cmd->add_option("--top-k", o->top_k, "sample among the k most likely tokens (0: all)")
+  cmd->add_option("--top-p", o->sweep.top_p, "nucleus sampling mass, in (0, 1]")
+      ->capture_default_str();
+  cmd->add_option("--top-k", o->sweep.top_k, "sample among the k most likely tokens (0: all)")
       ->check(kNonNegative)
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "sample s of every problem draws with seed + s")
       ->capture_default_str();
   cmd->add_option("--max-new-tokens", o->max_new_tokens)->check(kPositive)->capture_default_str();
   commands.add(cmd, [o, sweep] {
-    o->policies = sweep->policies();
-    o->budgets = sweep->budgets();
+    sweep->apply_to(o->sweep);
     return run_math_eval(*o);
   });
 }
 
 void register_dialogue(CLI::App* eval, Commands& commands) {
   auto o = std::make_shared<DialogueOptions>();
-  auto sweep = std::make_shared<SweepFlags>(SweepFlags{"full", ""});
   auto* cmd = eval->add_subcommand("dialogue",
                                    "multi-turn questions over one context, the cache persisting");
-  add_model_flags(cmd, o->model);
-  add_tensor_parallel_flags(cmd, o->model);
-  add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, &o->limit, "records (0: all)");
+  auto sweep = add_sweep_command_flags(cmd, o->sweep, &o->limit, "records (0: all)", false);
   cmd->add_option("--data", o->data, "jsonl of {id, context, multi_turns: [{input, answer}]}")
       ->required();
   cmd->add_option("--history", o->history, "gold | own")->capture_default_str();
   cmd->add_option("--max-new-tokens", o->max_new_tokens)->check(kPositive)->capture_default_str();
   commands.add(cmd, [o, sweep] {
-    o->policies = sweep->policies();
-    o->budgets = sweep->budgets();
+    sweep->apply_to(o->sweep);
     return run_dialogue_eval(*o);
   });
 }
@@ -292,16 +259,12 @@ void register_policies(CLI::App& app, Commands& commands) {
 
 void register_ruler(CLI::App* eval, Commands& commands) {
   auto o = std::make_shared<RulerEvalOptions>();
-  auto sweep = std::make_shared<SweepFlags>(SweepFlags{"full", ""});
   auto tasks = std::make_shared<std::string>();
   auto lengths = std::make_shared<std::string>("4096");
   auto* cmd = eval->add_subcommand(
       "ruler", "RULER's 13 tasks at given lengths in the model's tokens, under eviction policies");
-  add_model_flags(cmd, o->model);
-  add_tensor_parallel_flags(cmd, o->model);
   add_chat_flags(cmd, o->chat);
-  add_sweep_flags(cmd, *sweep, o->gates, o->chunk, o->out, nullptr, "");
-  add_batch_flags(cmd, o->batch_size, o->model.workers);
+  auto sweep = add_sweep_command_flags(cmd, o->sweep, nullptr, "", true);
   cmd->add_option("--lengths", *lengths, "comma-separated target lengths in tokens")
       ->capture_default_str();
   cmd->add_option("--tasks", *tasks,
@@ -320,10 +283,9 @@ void register_ruler(CLI::App* eval, Commands& commands) {
                   "answer prefix kept on top; evict: they are part of the budgeted stream")
       ->check(CLI::IsMember({"evict", "keep"}))
       ->capture_default_str();
-  add_shared_context_flag(cmd, o->share_context);
+  add_shared_context_flag(cmd, o->sweep.share_context);
   commands.add(cmd, [o, sweep, tasks, lengths] {
-    o->policies = sweep->policies();
-    o->budgets = sweep->budgets();
+    sweep->apply_to(o->sweep);
     o->tasks = split_list(*tasks);
     o->lengths.clear();
     for (const auto& item : split_list(*lengths)) {

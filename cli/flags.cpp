@@ -151,6 +151,17 @@ void add_sweep_flags(CLI::App* cmd, SweepFlags& sweep, std::string& gates, int64
   cmd->add_option("--out", out, "output directory")->required();
 }
 
+std::shared_ptr<SweepFlags> add_sweep_command_flags(CLI::App* cmd, SweepSettings& settings,
+                                                    int64_t* limit, const std::string& limit_help,
+                                                    bool batched) {
+  auto flags = std::make_shared<SweepFlags>(SweepFlags{"full", ""});
+  add_model_flags(cmd, settings.model);
+  add_tensor_parallel_flags(cmd, settings.model);
+  add_sweep_flags(cmd, *flags, settings.gates, settings.chunk, settings.out, limit, limit_help);
+  if (batched) add_batch_flags(cmd, settings.batch_size, settings.model.workers);
+  return flags;
+}
+
 void add_batch_flags(CLI::App* cmd, int64_t& batch_size, int& workers) {
   cmd->add_option("--batch-size", batch_size,
                   "examples of a (policy, budget) cell generated at once; each keeps its own "

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,9 +31,21 @@ struct SweepFlags {
   std::string policy_list, budget_list;
   std::vector<std::string> policies() const;
   std::vector<double> budgets() const;
+  // Parses --policy and --budget into the sweep's settings (in the command's handler).
+  void apply_to(SweepSettings& settings) const {
+    settings.policies = policies();
+    settings.budgets = budgets();
+  }
 };
 void add_sweep_flags(CLI::App* cmd, SweepFlags& sweep, std::string& gates, int64_t& chunk,
                      std::string& out, int64_t* limit, const std::string& limit_help);
+// Every flag a benchmark's sweep command shares, into its SweepSettings: the model's (--model
+// --device --dtype --threads --gates-dir), --tp, the sweep's (--policy --budget --gates --chunk
+// --out, --limit where `limit` is given) and, for `batched` benchmarks, --batch-size and
+// --workers. The handler calls apply_to on what it returns.
+std::shared_ptr<SweepFlags> add_sweep_command_flags(CLI::App* cmd, SweepSettings& settings,
+                                                    int64_t* limit, const std::string& limit_help,
+                                                    bool batched);
 // --batch-size of the sweeps whose examples are single generations, and --workers.
 void add_batch_flags(CLI::App* cmd, int64_t& batch_size, int& workers);
 // --no-shared-context (SweepSettings::share_context).

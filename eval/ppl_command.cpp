@@ -89,8 +89,10 @@ int run_ppl_command(const PplCommandOptions& o) {
     std::optional<ProgressBar> bar;
     if (docs.size() > 1)
       bar.emplace("ppl", static_cast<int64_t>(cells.size() * docs.size()), "doc");
-    for (const auto& [spec, budget] : cells) {
-      const PolicySpec policy = parse_policy(spec);
+    for (const SweepCell& cell : cells) {
+      const std::string& spec = cell.policy;
+      const std::optional<double>& budget = cell.budget;
+      const PolicySpec& policy = cell.spec;
       double nll_sum = 0, eviction_sum = 0, peak_sum = 0;
       int64_t scored = 0, chunks = 0, kept_sum = 0;
       for (const auto& doc : docs) {

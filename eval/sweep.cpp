@@ -33,6 +33,13 @@ LearnedModules EvalModel::learned_for(const PolicySpec& policy) const {
 
 EvalModel load_eval_model(const ModelFlags& flags, const std::string& gates_file,
                           bool with_tokenizer, const std::vector<std::string>& policies) {
+  std::vector<PolicySpec> specs;
+  for (const auto& spec : policies) specs.push_back(parse_policy(spec));
+  return load_eval_model(flags, gates_file, with_tokenizer, specs);
+}
+
+EvalModel load_eval_model(const ModelFlags& flags, const std::string& gates_file,
+                          bool with_tokenizer, const std::vector<PolicySpec>& policies) {
   if (flags.threads > 0) at::set_num_threads(flags.threads);
   ModelConfig config = ModelConfig::load(flags.model_dir);
   c10::Device device = resolve_device(flags.device);
@@ -52,9 +59,8 @@ EvalModel load_eval_model(const ModelFlags& flags, const std::string& gates_file
   m.model = std::make_unique<Decoder>(Decoder::load(flags.model_dir, load));
   if (with_tokenizer) m.tokenizer = load_tokenizer(flags.model_dir);
   if (!gates_file.empty()) m.gates = load_gate_file(gates_file, m.model->config(), device);
-  for (const auto& spec : policies) {
-    PolicySpec p = parse_policy(spec);
-    RETAIN_CHECK(flags.tensor_parallel == 1 || !p.needs_scorer(), "--policy ", spec,
+  for (const PolicySpec& p : policies) {
+    RETAIN_CHECK(flags.tensor_parallel == 1 || !p.needs_scorer(), "--policy ", p.text,
                  ": learned scorers read every head of a layer; run them with --tp 1");
     auto resolved = [&](const std::string& written) { return learned_file(flags, written); };
     if (!p.scorer().empty() && !m.policy_scorers.count(p.scorer()))
@@ -83,11 +89,11 @@ std::vector<SweepCell> sweep_cells(const std::vector<std::string>& policies,
                  " needs its learned scorer: ", p.name(), ":scorer=FILE (retain export of a ",
                  p.name(), " run)");
     if (!p.budgeted()) {
-      cells.push_back({spec, std::nullopt});
+      cells.push_back({spec, std::nullopt, p});
       continue;
     }
     RETAIN_CHECK(!budgets.empty(), benchmark, ": --policy ", spec, " needs --budget");
-    for (double b : budgets) cells.push_back({spec, b});
+    for (double b : budgets) cells.push_back({spec, b, p});
   }
   return cells;
 }

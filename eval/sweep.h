@@ -66,11 +66,40 @@ fs::path learned_file(const ModelFlags& flags, const std::string& written);
 EvalModel load_eval_model(const ModelFlags& flags, const std::string& gates_file,
                           bool with_tokenizer = true,
                           const std::vector<std::string>& policies = {});
+// The same for policies already parsed.
+EvalModel load_eval_model(const ModelFlags& flags, const std::string& gates_file,
+                          bool with_tokenizer, const std::vector<PolicySpec>& policies);
 
 struct SweepCell {
   std::string policy;            // the spec as given
   std::optional<double> budget;  // none for full
+  PolicySpec spec;               // `policy` parsed (once, by sweep_cells)
 };
+
+// The flags every sweep takes (each benchmark's options embed one; run_sweep reads it).
+struct SweepSettings {
+  ModelFlags model;
+  std::vector<std::string> policies = {"full"};
+  std::vector<double> budgets;
+  std::string gates;
+  int64_t chunk = 512;
+  int64_t batch_size = 1;  // units of a cell generated at once
+  std::string out;
+  // The budgets of a policy read a unit's context once when they can (run_generations_shared).
+  bool share_context = true;
+  // How new tokens are drawn (greedy by default; eval math samples): every cell alike, each unit
+  // with its request's seed.
+  double temperature = 0.0;
+  double top_p = 1.0;
+  int64_t top_k = 0;
+};
+
+// A benchmark's defaults: every field's, with its own prefill chunk.
+inline SweepSettings sweep_defaults(int64_t chunk) {
+  SweepSettings s;
+  s.chunk = chunk;
+  return s;
+}
 
 // Checks every policy spec and that the budgeted ones have budgets; `benchmark` names errors.
 std::vector<SweepCell> sweep_cells(const std::vector<std::string>& policies,

@@ -215,14 +215,14 @@ std::string make_tiny_llama(const testing::TempDir& dir) {
 TEST(Synthetic, SweepWritesScoresAndResumes) {
   testing::TempDir dir;
   SyntheticEvalOptions o;
-  o.model.model_dir = make_tiny_llama(dir);
-  o.policies = {"full", "streaming", "knorm"};
-  o.budgets = {0.2, 40};
+  o.sweep.model.model_dir = make_tiny_llama(dir);
+  o.sweep.policies = {"full", "streaming", "knorm"};
+  o.sweep.budgets = {0.2, 40};
   o.count = 2;
   o.context_words = 120;
   o.max_new_tokens = 3;
-  o.chunk = 64;
-  o.out = (dir / "run").string();
+  o.sweep.chunk = 64;
+  o.sweep.out = (dir / "run").string();
   ASSERT_EQ(run_synthetic_eval(o), 0);
   Json scores = read_json_file(dir / "run" / "scores.json");
   EXPECT_EQ(scores["benchmark"], "synthetic");
@@ -290,11 +290,11 @@ SyntheticEvalOptions every_policy_sweep(const testing::TempDir& dir) {
                   {gate_config, base_fingerprint(config), 0, "global", ""});
 
   SyntheticEvalOptions o;
-  o.model.model_dir = model_dir;
-  o.gates = (dir / "gates.safetensors").string();
-  o.policies = {"full"};
+  o.sweep.model.model_dir = model_dir;
+  o.sweep.gates = (dir / "gates.safetensors").string();
+  o.sweep.policies = {"full"};
   // The learned competitors with random scorers of their kind (relative to --gates-dir).
-  o.model.gates_dir = dir.path().string();
+  o.sweep.model.gates_dir = dir.path().string();
   for (const std::string kind : {"locret", "kvzap"}) {
     ScorerConfig scorer_config;
     scorer_config.kind = kind;
@@ -305,10 +305,10 @@ SyntheticEvalOptions every_policy_sweep(const testing::TempDir& dir) {
   }
   for (const auto& r : policy_registry())
     if (r.budgeted)
-      o.policies.push_back(r.name + ":buffer=3" +
-                           (r.needs_scorer ? ",scorer=" + r.name + ".safetensors" : ""));
-  o.policies.push_back("snapkv:pool=avg,buffer=0");
-  o.policies.push_back("trimkv:threshold=0.5,buffer=2");
+      o.sweep.policies.push_back(r.name + ":buffer=3" +
+                                 (r.needs_scorer ? ",scorer=" + r.name + ".safetensors" : ""));
+  o.sweep.policies.push_back("snapkv:pool=avg,buffer=0");
+  o.sweep.policies.push_back("trimkv:threshold=0.5,buffer=2");
   o.count = 2;
   o.context_words = 60;
   o.max_new_tokens = 4;
@@ -339,26 +339,26 @@ std::map<std::string, std::string> generation_records(const fs::path& file) {
 TEST(Synthetic, BatchedSweepPredictsWhatEachExampleAloneDoes) {
   testing::TempDir dir;
   SyntheticEvalOptions o = every_policy_sweep(dir);
-  o.budgets = {0.15, 9};
-  o.chunk = 7;  // several chunks, a partial one first, rows of different lengths padded
-  const std::vector<std::string> every_policy = o.policies;
+  o.sweep.budgets = {0.15, 9};
+  o.sweep.chunk = 7;  // several chunks, a partial one first, rows of different lengths padded
+  const std::vector<std::string> every_policy = o.sweep.policies;
   for (const std::string mode : {"evict", "protect", "keep"}) {
     o.question_mode = mode == "keep" ? "keep" : "evict";
     o.protect_question = mode == "protect";
     // Every policy evicting; the two question modes on the policies they change most.
-    o.policies = mode == "evict"
-                     ? every_policy
-                     : std::vector<std::string>{"full", "h2o:buffer=3", "snapkv:buffer=3",
-                                                "dbtrimkv:buffer=3", "streaming:buffer=3"};
+    o.sweep.policies = mode == "evict"
+                           ? every_policy
+                           : std::vector<std::string>{"full", "h2o:buffer=3", "snapkv:buffer=3",
+                                                      "dbtrimkv:buffer=3", "streaming:buffer=3"};
     std::map<std::string, std::string> runs[2];
     for (int b : {0, 1}) {
-      o.batch_size = b == 0 ? 1 : 5;
-      o.out = (dir / (mode + std::to_string(o.batch_size))).string();
+      o.sweep.batch_size = b == 0 ? 1 : 5;
+      o.sweep.out = (dir / (mode + std::to_string(o.sweep.batch_size))).string();
       ASSERT_EQ(run_synthetic_eval(o), 0);
-      runs[b] = generation_records(fs::path(o.out) / "predictions.jsonl");
+      runs[b] = generation_records(fs::path(o.sweep.out) / "predictions.jsonl");
     }
     ASSERT_EQ(runs[0].size(), runs[1].size());
-    ASSERT_EQ(runs[0].size(), o.policies.size() * 2 * 12 - 12);  // full runs once
+    ASSERT_EQ(runs[0].size(), o.sweep.policies.size() * 2 * 12 - 12);  // full runs once
     for (const auto& [key, alone] : runs[0]) EXPECT_EQ(runs[1][key], alone) << mode << " " << key;
   }
 }
@@ -368,25 +368,26 @@ TEST(Synthetic, BatchedSweepPredictsWhatEachExampleAloneDoes) {
 TEST(Synthetic, WorkersPredictWhatOneWorkerDoes) {
   testing::TempDir dir;
   SyntheticEvalOptions o = every_policy_sweep(dir);
-  o.budgets = {0.15, 9};
-  o.chunk = 7;
-  o.batch_size = 2;
+  o.sweep.budgets = {0.15, 9};
+  o.sweep.chunk = 7;
+  o.sweep.batch_size = 2;
   std::map<std::string, std::string> runs[2];
   for (int w : {0, 1}) {
-    o.model.workers = w == 0 ? 1 : 3;
-    o.out = (dir / ("workers" + std::to_string(o.model.workers))).string();
+    o.sweep.model.workers = w == 0 ? 1 : 3;
+    o.sweep.out = (dir / ("workers" + std::to_string(o.sweep.model.workers))).string();
     ASSERT_EQ(run_synthetic_eval(o), 0);
-    const fs::path predictions = fs::path(o.out) / "predictions.jsonl";
+    const fs::path predictions = fs::path(o.sweep.out) / "predictions.jsonl";
     runs[w] = generation_records(predictions);
     const std::string text = read_text_file(predictions);
     EXPECT_EQ(std::count(text.begin(), text.end(), '\n'),
               static_cast<std::ptrdiff_t>(runs[w].size()));  // no record twice
   }
-  ASSERT_EQ(runs[0].size(), o.policies.size() * 2 * 12 - 12);
+  ASSERT_EQ(runs[0].size(), o.sweep.policies.size() * 2 * 12 - 12);
   ASSERT_EQ(runs[1].size(), runs[0].size());
   for (const auto& [key, one] : runs[0]) EXPECT_EQ(runs[1][key], one) << key;
   ASSERT_EQ(run_synthetic_eval(o), 0);  // resumed: nothing left to generate
-  const Json scores = parse_json(read_text_file(fs::path(o.out) / "scores.json"), "scores.json");
+  const Json scores =
+      parse_json(read_text_file(fs::path(o.sweep.out) / "scores.json"), "scores.json");
   EXPECT_EQ(scores["run"]["generated"].get<int64_t>(), 0);
   EXPECT_EQ(scores["run"]["workers"].get<int64_t>(), 3);
 }
@@ -398,25 +399,25 @@ TEST(Synthetic, WorkersPredictWhatOneWorkerDoes) {
 TEST(Synthetic, BudgetsSharingAContextReadPredictWhatEachCellDoesAlone) {
   testing::TempDir dir;
   SyntheticEvalOptions o = every_policy_sweep(dir);
-  o.budgets = {0.15, 9, 0.3};
+  o.sweep.budgets = {0.15, 9, 0.3};
   o.question_mode = "keep";
-  o.chunk = 4096;  // every context in one step
-  o.share_context = false;
-  o.out = (dir / "alone").string();
+  o.sweep.chunk = 4096;  // every context in one step
+  o.sweep.share_context = false;
+  o.sweep.out = (dir / "alone").string();
   ASSERT_EQ(run_synthetic_eval(o), 0);
-  const auto alone = generation_records(fs::path(o.out) / "predictions.jsonl");
-  ASSERT_EQ(alone.size(), (o.policies.size() - 1) * 3 * 12 + 12);
-  o.share_context = true;
+  const auto alone = generation_records(fs::path(o.sweep.out) / "predictions.jsonl");
+  ASSERT_EQ(alone.size(), (o.sweep.policies.size() - 1) * 3 * 12 + 12);
+  o.sweep.share_context = true;
   // --chunk 0 also reads each prompt in one step (the caches sized for it).
   for (int64_t batch : {1, 3, 2}) {
-    o.batch_size = batch;
-    o.chunk = batch == 2 ? 0 : 4096;
-    o.out = (dir / ("shared" + std::to_string(batch))).string();
+    o.sweep.batch_size = batch;
+    o.sweep.chunk = batch == 2 ? 0 : 4096;
+    o.sweep.out = (dir / ("shared" + std::to_string(batch))).string();
     ASSERT_EQ(run_synthetic_eval(o), 0);
-    const auto shared = generation_records(fs::path(o.out) / "predictions.jsonl");
+    const auto shared = generation_records(fs::path(o.sweep.out) / "predictions.jsonl");
     ASSERT_EQ(shared.size(), alone.size());
     // The budgets were generated together: a batch holds a row per budget of each unit.
-    std::istringstream lines(read_text_file(fs::path(o.out) / "predictions.jsonl"));
+    std::istringstream lines(read_text_file(fs::path(o.sweep.out) / "predictions.jsonl"));
     for (std::string line; std::getline(lines, line);) {
       const Json j = Json::parse(line);
       if (j["policy"] != "full") {
@@ -427,10 +428,10 @@ TEST(Synthetic, BudgetsSharingAContextReadPredictWhatEachCellDoesAlone) {
       EXPECT_EQ(shared.at(key), record) << batch << " " << key;
   }
   // Resume: keep the first 40 lines (some budgets of a unit written, others not).
-  o.batch_size = 3;
-  o.chunk = 4096;
-  o.out = (dir / "shared3").string();
-  const fs::path log = fs::path(o.out) / "predictions.jsonl";
+  o.sweep.batch_size = 3;
+  o.sweep.chunk = 4096;
+  o.sweep.out = (dir / "shared3").string();
+  const fs::path log = fs::path(o.sweep.out) / "predictions.jsonl";
   std::istringstream in(read_text_file(log));
   std::string kept, line;
   for (int n = 0; n < 40 && std::getline(in, line); ++n) kept += line + "\n";
@@ -519,14 +520,14 @@ TEST(Dialogue, PersistentCacheEqualsReReadingTheHistory) {
   write_text_file_atomic(dir / "d.jsonl", record("a") + record("b"));
   for (const std::string history : {"own", "gold"}) {
     DialogueOptions o;
-    o.model.model_dir = init.out;
+    o.sweep.model.model_dir = init.out;
     o.data = (dir / "d.jsonl").string();
     o.history = history;
-    o.policies = {"full", "streaming"};
-    o.budgets = {20};
-    o.chunk = 8;
+    o.sweep.policies = {"full", "streaming"};
+    o.sweep.budgets = {20};
+    o.sweep.chunk = 8;
     o.max_new_tokens = 4;
-    o.out = (dir / history).string();
+    o.sweep.out = (dir / history).string();
     ASSERT_EQ(run_dialogue_eval(o), 0);
     Json scores = read_json_file(dir / history / "scores.json");
     ASSERT_EQ(scores["results"].size(), 2u);

@@ -218,14 +218,14 @@ TEST(LongBench, RunsTheOfficialLayoutWithPoliciesAndResumes) {
   init.out = (dir / "model").string();
   init_model(init);
   LongBenchOptions o;
-  o.model.model_dir = init.out;
+  o.sweep.model.model_dir = init.out;
   o.data_dir = (dir / "LongBench").string();
   o.datasets = {"hotpotqa", "trec", "samsum"};
   o.max_length = 300;
-  o.policies = {"full", "streaming"};
-  o.budgets = {0.5};
-  o.chunk = 128;
-  o.out = (dir / "run").string();
+  o.sweep.policies = {"full", "streaming"};
+  o.sweep.budgets = {0.5};
+  o.sweep.chunk = 128;
+  o.sweep.out = (dir / "run").string();
   ASSERT_EQ(run_longbench_eval(o), 0);
   Json scores = read_json_file(dir / "run" / "scores.json");
   ASSERT_EQ(scores["results"].size(), 2u);
@@ -252,8 +252,8 @@ TEST(LongBench, RunsTheOfficialLayoutWithPoliciesAndResumes) {
   // record's survives middle truncation) and protected from its first token on.
   LongBenchOptions protect = o;
   protect.protect_question = true;
-  protect.policies = {"streaming"};
-  protect.out = (dir / "run_protect").string();
+  protect.sweep.policies = {"streaming"};
+  protect.sweep.out = (dir / "run_protect").string();
   ASSERT_EQ(run_longbench_eval(protect), 0);
   std::ifstream protected_in(dir / "run_protect" / "predictions.jsonl");
   int protected_lines = 0;
@@ -272,15 +272,15 @@ TEST(LongBench, RunsTheOfficialLayoutWithPoliciesAndResumes) {
                   dir / "LongBench" / "data" / (std::string(d) + "_e.jsonl"));
   LongBenchOptions e = o;
   e.e = true;
-  e.policies = {"full"};
-  e.out = (dir / "run_e").string();
+  e.sweep.policies = {"full"};
+  e.sweep.out = (dir / "run_e").string();
   ASSERT_EQ(run_longbench_eval(e), 0);
   const Json em = read_json_file(dir / "run_e" / "scores.json")["results"][0]["metrics"];
   EXPECT_TRUE(em.contains("hotpotqa/0-4k"));  // the 1800-word record
   EXPECT_TRUE(em.contains("trec/0-4k"));
 
   write_text_file_atomic(dir / "LongBench" / "data" / "trec.jsonl", "{\"input\": \"x\"}\n");
-  o.out = (dir / "run2").string();
+  o.sweep.out = (dir / "run2").string();
   EXPECT_ERROR_CONTAINS(run_longbench_eval(o),
                         "trec.jsonl:1: the prompt template uses {context}, which the record lacks");
   write_text_file_atomic(dir / "LongBench" / "data" / "trec.jsonl",
@@ -334,14 +334,14 @@ TEST(LongBenchV2, RunsOnTheOfficialLayoutAndScores) {
   init.out = (dir / "model").string();
   init_model(init);
   LongBenchV2Options o;
-  o.model.model_dir = init.out;
+  o.sweep.model.model_dir = init.out;
   o.data = (dir / "lb2" / "data.json").string();
   o.max_length = 120;
   o.max_new_tokens = 3;
-  o.policies = {"full", "knorm"};
-  o.budgets = {0.5};
-  o.chunk = 64;
-  o.out = (dir / "run").string();
+  o.sweep.policies = {"full", "knorm"};
+  o.sweep.budgets = {0.5};
+  o.sweep.chunk = 64;
+  o.sweep.out = (dir / "run").string();
   ASSERT_EQ(run_longbench_v2_eval(o), 0);
   Json scores = read_json_file(dir / "run" / "scores.json");
   ASSERT_EQ(scores["results"].size(), 2u);
@@ -361,7 +361,7 @@ TEST(LongBenchV2, RunsOnTheOfficialLayoutAndScores) {
   while (std::getline(in, line))
     EXPECT_LE(Json::parse(line)["prompt_tokens"].get<int64_t>(), 121);  // truncated (+BOS)
   fs::remove(dir / "lb2" / "prompts" / "0shot.txt");
-  o.out = (dir / "run2").string();
+  o.sweep.out = (dir / "run2").string();
   EXPECT_ERROR_CONTAINS(run_longbench_v2_eval(o), "pass --template");
 }
 

@@ -183,7 +183,7 @@ TEST(ServeEngine, CancelledAndFailingRequestsLeaveTheOthersRunning) {
 TEST(ServeApi, RequestsAreCheckedFieldByField) {
   ModelFlags flags;
   flags.model_dir = std::string(RETAIN_TEST_SOURCE_DIR) + "/../recipes/demo/base";
-  EvalModel loaded = load_eval_model(flags, "", true, {});
+  EvalModel loaded = load_eval_model(flags, "", true);
   ApiContext context;
   context.loaded = &loaded;
   context.model_name = "base";
@@ -245,7 +245,7 @@ TEST(ServeApi, RequestsAreCheckedFieldByField) {
 TEST(ServeApi, StreamedTextHoldsBackWhatAStopStringOrACharacterMayStillBecome) {
   ModelFlags flags;
   flags.model_dir = std::string(RETAIN_TEST_SOURCE_DIR) + "/../recipes/demo/base";
-  EvalModel loaded = load_eval_model(flags, "", true, {});
+  EvalModel loaded = load_eval_model(flags, "", true);
   const Tokenizer& tok = *loaded.tokenizer;
   const std::vector<int64_t> ids = tok.encode("value: 42 END here");
   const std::string full = tok.decode(ids);

@@ -26,24 +26,6 @@
 
 namespace retain {
 
-// The flags every sweep takes.
-struct SweepSettings {
-  ModelFlags model;
-  std::vector<std::string> policies;
-  std::vector<double> budgets;
-  std::string gates;
-  int64_t chunk = 512;
-  int64_t batch_size = 1;  // units of a cell generated at once
-  std::string out;
-  // The budgets of a policy read a unit's context once when they can (run_generations_shared).
-  bool share_context = true;
-  // How new tokens are drawn (greedy by default; eval math samples): every cell alike, each unit
-  // with its request's seed.
-  double temperature = 0.0;
-  double top_p = 1.0;
-  int64_t top_k = 0;
-};
-
 // What one unit of work runs with.
 struct UnitContext {
   const Decoder& model;

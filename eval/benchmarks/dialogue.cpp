@@ -173,7 +173,7 @@ class Dialogue final : public Benchmark {
 
 int run_dialogue_eval(const DialogueOptions& o) {
   Dialogue benchmark(o);
-  return run_sweep(benchmark, {o.model, o.policies, o.budgets, o.gates, o.chunk, 1, o.out});
+  return run_sweep(benchmark, o.sweep);
 }
 
 }  // namespace retain

@@ -17,16 +17,11 @@
 namespace retain {
 
 struct DialogueOptions {
-  ModelFlags model;
+  SweepSettings sweep = sweep_defaults(512);  // model, policies, budgets, gates, chunk, batch, out
   std::string data;
   std::string history = "gold";
-  std::vector<std::string> policies = {"full"};
-  std::vector<double> budgets;
-  std::string gates;
-  int64_t chunk = 512;
   int64_t max_new_tokens = 32;
   int64_t limit = 0;
-  std::string out;
 };
 
 int run_dialogue_eval(const DialogueOptions& options);

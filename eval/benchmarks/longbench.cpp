@@ -138,8 +138,8 @@ class LongBench final : public Benchmark {
 
   void prepare(const EvalModel& m) override {
     max_length_ = o_.max_length > 0 ? o_.max_length : m.model->config().max_position_embeddings;
-    use_chat_ = o_.chat.chat || (!o_.chat.no_chat && has_chat_template(o_.model.model_dir));
-    if (use_chat_) template_ = load_chat_template(o_.model.model_dir, o_.chat.chat_template);
+    use_chat_ = o_.chat.chat || (!o_.chat.no_chat && has_chat_template(o_.sweep.model.model_dir));
+    if (use_chat_) template_ = load_chat_template(o_.sweep.model.model_dir, o_.chat.chat_template);
     newline_ids_ = m.tokenizer->encode("\n");
   }
 
@@ -228,8 +228,7 @@ class LongBench final : public Benchmark {
 
 int run_longbench_eval(const LongBenchOptions& o) {
   LongBench benchmark(o);
-  return run_sweep(benchmark,
-                   {o.model, o.policies, o.budgets, o.gates, o.chunk, o.batch_size, o.out});
+  return run_sweep(benchmark, o.sweep);
 }
 
 BenchmarkScoring longbench_scoring() {

@@ -24,22 +24,16 @@
 namespace retain {
 
 struct LongBenchOptions {
-  ModelFlags model;
+  SweepSettings sweep = sweep_defaults(2048);  // model, policies, budgets, gates, chunk, batch, out
   ChatFlags chat;
   std::string data_dir;
   std::vector<std::string> datasets;  // empty: the default set
   bool e = false;
   int64_t max_length = 0;  // 0: the model's max_position_embeddings
-  std::vector<std::string> policies = {"full"};
-  std::vector<double> budgets;
-  std::string gates;
-  int64_t chunk = 2048;
-  int64_t batch_size = 1;  // examples generated at once
   int64_t limit = 0;
   // The prompt's part after {context} is never evicted while the prompt is read; predictions
   // record where it starts (question_start; null where middle truncation cut into it).
   bool protect_question = false;
-  std::string out;
 };
 
 int run_longbench_eval(const LongBenchOptions& options);

@@ -101,8 +101,8 @@ class LongBenchV2 final : public Benchmark {
 
   void prepare(const EvalModel& m) override {
     max_length_ = o_.max_length > 0 ? o_.max_length : m.model->config().max_position_embeddings;
-    use_chat_ = o_.chat.chat || (!o_.chat.no_chat && has_chat_template(o_.model.model_dir));
-    if (use_chat_) chat_ = load_chat_template(o_.model.model_dir, o_.chat.chat_template);
+    use_chat_ = o_.chat.chat || (!o_.chat.no_chat && has_chat_template(o_.sweep.model.model_dir));
+    if (use_chat_) chat_ = load_chat_template(o_.sweep.model.model_dir, o_.chat.chat_template);
   }
 
   Json config() const override {
@@ -188,8 +188,7 @@ class LongBenchV2 final : public Benchmark {
 
 int run_longbench_v2_eval(const LongBenchV2Options& o) {
   LongBenchV2 benchmark(o);
-  return run_sweep(benchmark,
-                   {o.model, o.policies, o.budgets, o.gates, o.chunk, o.batch_size, o.out});
+  return run_sweep(benchmark, o.sweep);
 }
 
 std::string extract_choice(const std::string& response) {

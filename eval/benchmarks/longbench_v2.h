@@ -19,19 +19,13 @@
 namespace retain {
 
 struct LongBenchV2Options {
-  ModelFlags model;
+  SweepSettings sweep = sweep_defaults(2048);  // model, policies, budgets, gates, chunk, batch, out
   ChatFlags chat;
   std::string data;
   std::string template_file;
   int64_t max_length = 0;  // 0: the model's max_position_embeddings
   int64_t max_new_tokens = 128;
-  std::vector<std::string> policies = {"full"};
-  std::vector<double> budgets;
-  std::string gates;
-  int64_t chunk = 2048;
-  int64_t batch_size = 1;  // examples generated at once
   int64_t limit = 0;
-  std::string out;
 };
 
 int run_longbench_v2_eval(const LongBenchV2Options& options);

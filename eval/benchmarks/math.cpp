@@ -28,7 +28,7 @@ class Math final : public Benchmark {
   void prepare(const EvalModel& m) override {
     // Every cell and sample reads the same prompt: render and encode each once.
     prompts_.reserve(problems_.size());
-    const PromptEncoder encoder(o_.model.model_dir, o_.chat);
+    const PromptEncoder encoder(o_.sweep.model.model_dir, o_.chat);
     int64_t longest = 0;
     for (const auto& p : problems_) {
       const std::string text =
@@ -50,9 +50,9 @@ class Math final : public Benchmark {
             {"system", o_.chat.system ? Json(*o_.chat.system) : Json(nullptr)},
             {"thinking", !o_.chat.no_thinking},
             {"samples", o_.samples},
-            {"temperature", o_.temperature},
-            {"top_p", o_.top_p},
-            {"top_k", o_.top_k},
+            {"temperature", o_.sweep.temperature},
+            {"top_p", o_.sweep.top_p},
+            {"top_k", o_.sweep.top_k},
             {"seed", o_.seed},
             {"max_new_tokens", o_.max_new_tokens},
             {"limit", o_.limit},
@@ -69,7 +69,7 @@ class Math final : public Benchmark {
     GenerationRequest q;
     q.prompt = prompts_[i / static_cast<size_t>(o_.samples)];
     q.max_new_tokens = o_.max_new_tokens;
-    if (o_.temperature > 0) q.seed = seed(i);
+    if (o_.sweep.temperature > 0) q.seed = seed(i);
     return q;
   }
 
@@ -88,7 +88,7 @@ class Math final : public Benchmark {
                    {"new_tokens", static_cast<int64_t>(g.tokens.size())},
                    {"truncated", g.finish_reason == "length"},
                    {"response", response}});
-    if (o_.temperature > 0) fields["seed"] = seed(i);
+    if (o_.sweep.temperature > 0) fields["seed"] = seed(i);
     if (!p.subject.empty()) fields.update({{"subject", p.subject}, {"level", p.level}});
     return fields;
   }
@@ -131,17 +131,13 @@ class Math final : public Benchmark {
 }  // namespace
 
 int run_math_eval(const MathOptions& o) {
-  RETAIN_CHECK(o.samples == 1 || o.temperature > 0, "eval math: --samples ", o.samples,
+  RETAIN_CHECK(o.samples == 1 || o.sweep.temperature > 0, "eval math: --samples ", o.samples,
                " with --temperature 0 would generate the same greedy text ", o.samples,
                " times; give --temperature (the papers: 0.6) or --samples 1");
-  RETAIN_CHECK(o.top_p > 0 && o.top_p <= 1, "eval math: --top-p must be in (0, 1], found ",
-               o.top_p);
+  RETAIN_CHECK(o.sweep.top_p > 0 && o.sweep.top_p <= 1,
+               "eval math: --top-p must be in (0, 1], found ", o.sweep.top_p);
   Math benchmark(o);
-  SweepSettings s{o.model, o.policies, o.budgets, o.gates, o.chunk, o.batch_size, o.out};
-  s.temperature = o.temperature;
-  s.top_p = o.top_p;
-  s.top_k = o.top_k;
-  return run_sweep(benchmark, s);
+  return run_sweep(benchmark, o.sweep);
 }
 
 BenchmarkScoring math_scoring() {

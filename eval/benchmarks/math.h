@@ -28,24 +28,17 @@
 namespace retain {
 
 struct MathOptions {
-  ModelFlags model;
+  // model, policies, budgets, gates, chunk, batch, out, and the sampling: sweep.temperature (0:
+  // greedy, then one sample), sweep.top_p, sweep.top_k
+  SweepSettings sweep = sweep_defaults(512);
   ChatFlags chat;
   std::string data;
   std::string benchmark;  // gsm8k | math500 | aime
   std::string instruction = kMathInstruction;
   int64_t samples = 1;
-  double temperature = 0.0;  // 0: greedy (then one sample)
-  double top_p = 1.0;
-  int64_t top_k = 0;
   uint64_t seed = 0;
   int64_t max_new_tokens = 32768;
-  std::vector<std::string> policies = {"full"};
-  std::vector<double> budgets;
-  std::string gates;
-  int64_t chunk = 512;
-  int64_t batch_size = 1;
   int64_t limit = 0;
-  std::string out;
 };
 
 int run_math_eval(const MathOptions& options);

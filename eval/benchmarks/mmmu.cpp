@@ -69,8 +69,8 @@ class Mmmu final : public Benchmark {
   }
 
   void prepare(const EvalModel& m) override {
-    vision_.emplace(m, o_.model.model_dir, o_.chat, o_.max_pixels, o_.budget_scope, o_.budgets,
-                    "eval mmmu");
+    vision_.emplace(m, o_.sweep.model.model_dir, o_.chat, o_.max_pixels, o_.budget_scope,
+                    o_.sweep.budgets, "eval mmmu");
     setting_ =
         vision_->setting(str_cat(",images=", o_.images, ",max_new_tokens=", o_.max_new_tokens));
   }
@@ -145,10 +145,9 @@ class Mmmu final : public Benchmark {
 }  // namespace
 
 int run_mmmu_eval(const MmmuOptions& o) {
-  check_budget_scope(o.budget_scope, o.budgets, "eval mmmu");
+  check_budget_scope(o.budget_scope, o.sweep.budgets, "eval mmmu");
   Mmmu benchmark(o);
-  return run_sweep(benchmark,
-                   {o.model, o.policies, o.budgets, o.gates, o.chunk, o.batch_size, o.out});
+  return run_sweep(benchmark, o.sweep);
 }
 
 BenchmarkScoring mmmu_scoring() {

@@ -19,7 +19,7 @@
 namespace retain {
 
 struct MmmuOptions {
-  ModelFlags model;
+  SweepSettings sweep = sweep_defaults(512);  // model, policies, budgets, gates, chunk, batch, out
   ChatFlags chat;
   std::string data;
   std::string split = "validation";
@@ -28,13 +28,7 @@ struct MmmuOptions {
   int64_t max_pixels = 0;             // 0: preprocessor_config.json's
   std::string budget_scope = "all";   // all | images (vision_prompt.h)
   int64_t max_new_tokens = 128;       // run_llava.py's
-  std::vector<std::string> policies = {"full"};
-  std::vector<double> budgets;
-  std::string gates;
-  int64_t chunk = 512;
-  int64_t batch_size = 1;
-  int64_t limit = 0;  // questions per subject (0: all)
-  std::string out;
+  int64_t limit = 0;                  // questions per subject (0: all)
 };
 
 int run_mmmu_eval(const MmmuOptions& options);

@@ -197,8 +197,8 @@ class Mmstar final : public Benchmark {
   }
 
   void prepare(const EvalModel& m) override {
-    vision_.emplace(m, o_.model.model_dir, o_.chat, o_.max_pixels, o_.budget_scope, o_.budgets,
-                    "eval mmstar");
+    vision_.emplace(m, o_.sweep.model.model_dir, o_.chat, o_.max_pixels, o_.budget_scope,
+                    o_.sweep.budgets, "eval mmstar");
     setting_ = vision_->setting(str_cat(",max_new_tokens=", o_.max_new_tokens));
   }
 
@@ -264,10 +264,9 @@ class Mmstar final : public Benchmark {
 }  // namespace
 
 int run_mmstar_eval(const MmstarOptions& o) {
-  check_budget_scope(o.budget_scope, o.budgets, "eval mmstar");
+  check_budget_scope(o.budget_scope, o.sweep.budgets, "eval mmstar");
   Mmstar benchmark(o);
-  return run_sweep(benchmark,
-                   {o.model, o.policies, o.budgets, o.gates, o.chunk, o.batch_size, o.out});
+  return run_sweep(benchmark, o.sweep);
 }
 
 BenchmarkScoring mmstar_scoring() {

@@ -25,19 +25,13 @@
 namespace retain {
 
 struct MmstarOptions {
-  ModelFlags model;
+  SweepSettings sweep = sweep_defaults(512);  // model, policies, budgets, gates, chunk, batch, out
   ChatFlags chat;
   std::string data;
   int64_t max_pixels = 0;            // 0: preprocessor_config.json's
   std::string budget_scope = "all";  // all | images (vision_prompt.h)
   int64_t max_new_tokens = 32;
-  std::vector<std::string> policies = {"full"};
-  std::vector<double> budgets;
-  std::string gates;
-  int64_t chunk = 512;
-  int64_t batch_size = 1;
   int64_t limit = 0;
-  std::string out;
 };
 
 int run_mmstar_eval(const MmstarOptions& options);

@@ -75,8 +75,8 @@ class RulerBenchmark final : public Benchmark {
   }
 
   void prepare(const EvalModel& m) override {
-    use_chat_ = o_.chat.chat || (!o_.chat.no_chat && has_chat_template(o_.model.model_dir));
-    if (use_chat_) chat_ = load_chat_template(o_.model.model_dir, o_.chat.chat_template);
+    use_chat_ = o_.chat.chat || (!o_.chat.no_chat && has_chat_template(o_.sweep.model.model_dir));
+    if (use_chat_) chat_ = load_chat_template(o_.sweep.model.model_dir, o_.chat.chat_template);
     const Tokenizer& tokenizer = *m.tokenizer;
     const int64_t trained = m.model->config().max_position_embeddings;
     for (int64_t length : o_.lengths)
@@ -248,7 +248,7 @@ void write_leaderboard(const fs::path& out, const RulerEvalOptions& o,
   csv << "dataset,data_dir,model,method,compression_ratio,score,budget";
   for (const auto& task : tasks) csv << "," << task;
   csv << "\n";
-  const std::string model = fs::path(o.model.model_dir).filename().string();
+  const std::string model = fs::path(o.sweep.model.model_dir).filename().string();
   for (const auto& result : scores.at("results")) {
     const Json& m = result.at("metrics");
     const std::string policy = result.at("policy").get<std::string>();
@@ -273,10 +273,9 @@ void write_leaderboard(const fs::path& out, const RulerEvalOptions& o,
 
 int run_ruler_eval(const RulerEvalOptions& o) {
   RulerBenchmark benchmark(o);
-  const int rc = run_sweep(benchmark, {o.model, o.policies, o.budgets, o.gates, o.chunk,
-                                       o.batch_size, o.out, o.share_context});
-  write_leaderboard(o.out, o, benchmark.tasks());
-  log_info("wrote ", (fs::path(o.out) / "leaderboard.csv").string());
+  const int rc = run_sweep(benchmark, o.sweep);
+  write_leaderboard(o.sweep.out, o, benchmark.tasks());
+  log_info("wrote ", (fs::path(o.sweep.out) / "leaderboard.csv").string());
   return rc;
 }
 

@@ -16,15 +16,8 @@
 namespace retain {
 
 struct RulerEvalOptions {
-  ModelFlags model;
+  SweepSettings sweep = sweep_defaults(2048);  // model, policies, budgets, gates, chunk, batch, out
   ChatFlags chat;
-  std::vector<std::string> policies = {"full"};
-  std::vector<double> budgets;
-  std::string gates;
-  int64_t chunk = 2048;
-  int64_t batch_size = 1;
-  // The budgets of a policy read a context once under --question-mode keep (run_sweep).
-  bool share_context = true;
   std::vector<int64_t> lengths = {4096};
   std::vector<std::string> tasks;  // empty: every task the sources allow
   int64_t samples = 50;            // per task and length (RULER and kvpress: 500)
@@ -33,7 +26,6 @@ struct RulerEvalOptions {
   // keep (the default, kvpress's setting): the context is compressed once and the question and
   // answer prefix are kept on top; evict: they are part of the budgeted stream.
   std::string question_mode = "keep";
-  std::string out;
 };
 
 int run_ruler_eval(const RulerEvalOptions& options);

@@ -264,16 +264,16 @@ std::string cell_key(const std::string& policy, const Json& budget, const std::s
 
 // The files a sweep's answers depend on: the model directory, the data and --gates for every
 // cell; a policy's own gates= and scorer= files (relative to --gates-dir) for its cells.
-Json inputs_of(const Json& config, const SweepSettings& s) {
+Json inputs_of(const Json& config, const SweepSettings& s, const std::vector<SweepCell>& cells) {
   std::vector<fs::path> shared = {s.model.model_dir};
   if (config.contains("data") && config.at("data").is_string())
     shared.push_back(config.at("data").get<std::string>());
   if (!s.gates.empty()) shared.push_back(s.gates);
   std::map<std::string, std::vector<fs::path>> own;
-  for (const auto& spec : s.policies) {
-    const PolicySpec p = parse_policy(spec);
-    for (const std::string& file : {p.gates(), p.scorer()})
-      if (!file.empty()) own[spec].push_back(learned_file(s.model, file));
+  for (size_t i = 0; i < cells.size(); ++i) {
+    if (i > 0 && cells[i].policy == cells[i - 1].policy) continue;  // the policy's other budgets
+    for (const std::string& file : {cells[i].spec.gates(), cells[i].spec.scorer()})
+      if (!file.empty()) own[cells[i].policy].push_back(learned_file(s.model, file));
   }
   return sweep_inputs(config, shared, own);
 }
@@ -298,7 +298,11 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
   RETAIN_CHECK(!s.out.empty(), command, ": --out is required");
   const auto cells = sweep_cells(s.policies, s.budgets, command);
   benchmark.load_data();
-  EvalModel m = load_eval_model(s.model, s.gates, /*with_tokenizer=*/true, s.policies);
+  // Each policy once, parsed once (by sweep_cells).
+  std::vector<PolicySpec> specs;
+  for (size_t i = 0; i < cells.size(); ++i)
+    if (i == 0 || cells[i].policy != cells[i - 1].policy) specs.push_back(cells[i].spec);
+  EvalModel m = load_eval_model(s.model, s.gates, /*with_tokenizer=*/true, specs);
   benchmark.prepare(m);
 
   Json config = benchmark.config();
@@ -316,7 +320,7 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
   const bool leader = m.leader();
   const fs::path out = leader ? start_run_dir(s.out, config) : fs::path(s.out);
   if (leader)
-    check_and_record_sweep_inputs(out, inputs_of(config, s), !benchmark.settings_in_keys());
+    check_and_record_sweep_inputs(out, inputs_of(config, s, cells), !benchmark.settings_in_keys());
   // Resume: every line already written is a finished (policy, budget, unit).
   auto key = [&](const Json& j) {
     return cell_key(j.at("policy").get<std::string>(), j.at("budget"), benchmark.record_key(j));
@@ -361,7 +365,7 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
     auto g = std::make_unique<Group>();
     g->first = first;
     g->n = last - first;
-    g->policy = parse_policy(cells[first].policy);
+    g->policy = cells[first].spec;
     g->records.assign(g->n, std::vector<std::optional<Json>>(units));
     for (size_t k = 0; k < g->n; ++k) {
       const SweepCell& cell = cells[first + k];

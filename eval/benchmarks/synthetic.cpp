@@ -208,8 +208,7 @@ class SyntheticBenchmark final : public Benchmark {
 
 int run_synthetic_eval(const SyntheticEvalOptions& o) {
   SyntheticBenchmark benchmark(o);
-  return run_sweep(benchmark, {o.model, o.policies, o.budgets, o.gates, o.chunk, o.batch_size,
-                               o.out, o.share_context});
+  return run_sweep(benchmark, o.sweep);
 }
 
 }  // namespace retain

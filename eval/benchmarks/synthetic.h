@@ -15,14 +15,7 @@
 namespace retain {
 
 struct SyntheticEvalOptions {
-  ModelFlags model;
-  std::vector<std::string> policies = {"full"};
-  std::vector<double> budgets;
-  std::string gates;
-  int64_t chunk = 512;
-  int64_t batch_size = 1;  // examples generated at once
-  // The budgets of a policy read a context once under --question-mode keep (run_sweep).
-  bool share_context = true;
+  SweepSettings sweep = sweep_defaults(512);  // model, policies, budgets, gates, chunk, batch, out
   std::vector<std::string> tasks = {"kv", "vars", "needle", "multi"};
   std::string data;    // a task file (retain synth's heldout.jsonl) instead of generating
   int64_t count = 10;  // examples per task
@@ -35,7 +28,6 @@ struct SyntheticEvalOptions {
   // keep: kvpress's semantics, the context alone is compressed to the budget once and the
   // question and generated tokens are kept on top (the budget is a fraction of the context).
   std::string question_mode = "evict";
-  std::string out;
 };
 
 int run_synthetic_eval(const SyntheticEvalOptions& options);
