@@ -243,11 +243,14 @@ int run_serve_command(const ServeCommandOptions& o) {
     server.stop();
   });
   const bool listened = server.listen_after_bind();
-  if (g_signal == 0) g_signal = SIGTERM;  // the server ended on its own: let the watcher finish
+  // Only the watcher stops the server, after a signal; anything else is a failure to report.
+  const bool by_signal = g_signal != 0;
+  if (!by_signal) g_signal = SIGTERM;  // let the watcher drain the engine and finish
   watcher.join();
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
-  RETAIN_CHECK(listened || stopping, "serve: the server stopped unexpectedly");
+  RETAIN_CHECK(by_signal, "serve: the HTTP server stopped unexpectedly (",
+               listened ? "it returned" : "it could not listen", ")");
   log_info("serve: stopped");
   return 0;
 }
