@@ -98,8 +98,6 @@ class BudgetedKvCache : public KvCache {
   // With buffer 0, what the cache holds after every step.
   int64_t budget_bytes() const override;
   std::vector<RowBytes> row_bytes() const override;
-  // Bytes of the K/V buffers as allocated (live entries plus free slots).
-  int64_t allocated_bytes() const { return storage_.allocated_bytes(); }
   // Live entries per (sequence, KV head) of `layer`: (B, Hk) int64.
   at::Tensor lengths(int64_t layer) const { return storage_.layer(layer).length; }
   // Positions of the live entries of (layer, b, head), in insertion order.

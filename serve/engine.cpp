@@ -4,6 +4,7 @@
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
+#include <iterator>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -14,6 +15,12 @@
 namespace retain {
 
 using Clock = std::chrono::steady_clock;
+
+RequestEvent RequestHandle::wait_end() const {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return state_.finished; });
+  return state_;
+}
 
 RequestEvent RequestHandle::wait(size_t seen, std::chrono::milliseconds timeout) const {
   std::unique_lock<std::mutex> lock(mutex_);
@@ -155,7 +162,7 @@ void ServeEngine::loop() {
   work_.notify_all();
 }
 
-bool ServeEngine::iterate() {
+void ServeEngine::iterate() {
   for (auto& a : running_)
     if (!a->done && a->handle->cancelled()) retire(*a, "cancelled");
   drop_finished();
@@ -174,20 +181,28 @@ bool ServeEngine::iterate() {
     }
   decode_step();
   drop_finished();
-  // The figures /metrics reads.
-  int64_t live = 0, reserved = 0, budget = 0;
-  for (const auto& a : running_) {
-    live += a->cache->live_bytes();
-    budget += a->cache->budget_bytes();
-    reserved += a->reserved;
+  // The figures /metrics reads. The caches' bytes cost a device read per request (a sync on a
+  // GPU), so they are refreshed every 100 ms rather than every step; the rest is on the host.
+  int64_t reserved = 0;
+  for (const auto& a : running_) reserved += a->reserved;
+  const auto now = Clock::now();
+  const bool read_caches = now - kv_read_ >= std::chrono::milliseconds(100);
+  int64_t live = 0, budget = 0;
+  if (read_caches) {
+    kv_read_ = now;
+    for (const auto& a : running_) {
+      live += a->cache->live_bytes();
+      budget += a->cache->budget_bytes();
+    }
   }
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.running = static_cast<int64_t>(running_.size());
   stats_.waiting = static_cast<int64_t>(waiting_.size());
-  stats_.live_kv_bytes = live;
   stats_.reserved_kv_bytes = reserved;
-  stats_.budget_kv_bytes = budget;
-  return true;
+  if (read_caches || running_.empty()) {
+    stats_.live_kv_bytes = live;
+    stats_.budget_kv_bytes = budget;
+  }
 }
 
 void ServeEngine::admit() {
@@ -315,9 +330,8 @@ void ServeEngine::take_token(Active& a, int64_t token) {
     else
       itl_.add(std::chrono::duration<double>(now - a.last_token).count());
     ++stats_.generated_tokens;
-    recent_tokens_.emplace_back(now, 1);
-    while (now - recent_tokens_.front().first > std::chrono::seconds(10))
-      recent_tokens_.pop_front();
+    recent_tokens_.push_back(now);
+    while (now - recent_tokens_.front() > std::chrono::seconds(10)) recent_tokens_.pop_front();
   }
   a.last_token = now;
   a.tokens.push_back(token);
@@ -363,16 +377,11 @@ EngineStats ServeEngine::stats() const {
   out.inter_token = itl_.summary();
   // Generated tokens over the last 10 seconds (or since the first of them, when sooner).
   const auto now = Clock::now();
-  const auto window = std::chrono::seconds(10);
-  int64_t tokens = 0;
-  Clock::time_point first = now;
-  for (const auto& [t, n] : recent_tokens_)
-    if (now - t <= window) {
-      tokens += n;
-      first = std::min(first, t);
-    }
-  const double span = std::chrono::duration<double>(now - first).count();
-  out.tokens_per_second = tokens > 0 && span > 0 ? static_cast<double>(tokens) / span : 0;
+  const auto first = std::find_if(recent_tokens_.begin(), recent_tokens_.end(),
+                                  [&](auto t) { return now - t <= std::chrono::seconds(10); });
+  const auto tokens = std::distance(first, recent_tokens_.end());
+  const double span = tokens > 0 ? std::chrono::duration<double>(now - *first).count() : 0;
+  out.tokens_per_second = span > 0 ? static_cast<double>(tokens) / span : 0;
   return out;
 }
 

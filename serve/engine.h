@@ -56,6 +56,8 @@ class RequestHandle {
  public:
   // Blocks until there is more than `seen` tokens or the request ended, or `timeout` passes.
   RequestEvent wait(size_t seen, std::chrono::milliseconds timeout) const;
+  // Blocks until the request ended.
+  RequestEvent wait_end() const;
   // The reader is gone (a closed stream): the engine drops the request at its next step.
   void cancel() { cancelled_ = true; }
   bool cancelled() const { return cancelled_; }
@@ -109,8 +111,8 @@ class ServeEngine {
  private:
   struct Active;
   void loop();
-  // One iteration: admit, one prefill chunk, one decode step. False when there was nothing to do.
-  bool iterate();
+  // One iteration: admit, one prefill chunk, one decode step.
+  void iterate();
   void admit();
   void prefill_chunk(Active& a);
   void decode_step();
@@ -132,7 +134,8 @@ class ServeEngine {
   // Stats, guarded by mutex_.
   EngineStats stats_;
   LatencyWindow ttft_, itl_;
-  std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> recent_tokens_;
+  std::deque<std::chrono::steady_clock::time_point> recent_tokens_;  // each token's, 10 s
+  std::chrono::steady_clock::time_point kv_read_;  // when the caches' bytes were last read
   std::thread thread_;
 };
 

@@ -117,7 +117,10 @@ std::vector<int64_t> completion_prompt(const Json& body, const ApiContext& conte
             "per request)");
 }
 
-std::vector<int64_t> chat_prompt(const Json& body, const ApiContext& context) {
+// `text`: the request body as sent; the messages go to the template in their keys' order, as
+// transformers hands its dicts (a parsed Json sorts keys).
+std::vector<int64_t> chat_prompt(const Json& body, const std::string& text,
+                                 const ApiContext& context) {
   if (!context.chat_template)
     throw bad("messages",
               "this model has no chat template: start the server with --chat-template FILE|chatml, "
@@ -130,15 +133,15 @@ std::vector<int64_t> chat_prompt(const Json& body, const ApiContext& context) {
       throw bad("messages", "each message needs a string 'role', found " + m.dump());
   nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
   if (context.no_thinking) kwargs["enable_thinking"] = false;
-  std::string text;
+  std::string rendered;
   try {
-    text = context.chat_template->render_json(nlohmann::ordered_json::parse(v->dump()), true,
-                                              nullptr, kwargs);
+    rendered = context.chat_template->render_json(nlohmann::ordered_json::parse(text)["messages"],
+                                                  true, nullptr, kwargs);
   } catch (const std::exception& e) {
     throw bad("messages", std::string("the chat template refused the messages: ") + e.what());
   }
   // The template writes BOS itself where the model has one.
-  return context.loaded->tokenizer->encode(text);
+  return context.loaded->tokenizer->encode(rendered);
 }
 
 }  // namespace
@@ -177,7 +180,7 @@ ApiRequest parse_api_request(const std::string& text, const ApiContext& context,
                   std::chrono::system_clock::now().time_since_epoch())
                   .count();
   ServeRequest& e = r.engine;
-  e.prompt = chat ? chat_prompt(body, context) : completion_prompt(body, context);
+  e.prompt = chat ? chat_prompt(body, text, context) : completion_prompt(body, context);
   if (e.prompt.empty()) throw bad(chat ? "messages" : "prompt", "the prompt has no tokens");
   const char* max_key =
       chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";

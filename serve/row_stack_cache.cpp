@@ -10,14 +10,6 @@ namespace {
 
 at::Tensor row_of(const at::Tensor& t, int64_t r) { return t.defined() ? t.narrow(0, r, 1) : t; }
 
-// `t` (1, ..., S, [D]) padded with `fill` along `dim` to `length`.
-at::Tensor pad_to(const at::Tensor& t, int64_t dim, int64_t length, int64_t fill) {
-  if (t.size(dim) == length) return t;
-  auto sizes = t.sizes().vec();
-  sizes[dim] = length - t.size(dim);
-  return at::cat({t, at::full(sizes, fill, t.options())}, dim);
-}
-
 }  // namespace
 
 RowStackCache::RowStackCache(std::vector<KvCache*> rows) : rows_(std::move(rows)) {
@@ -46,15 +38,19 @@ KvEntries RowStackCache::append(int64_t layer, const at::Tensor& keys, const at:
         rows_[r]->append(layer, row_of(keys, r), row_of(values, r), row_of(positions, r)));
     longest = std::max(longest, parts.back().keys.size(2));
   }
-  // A cache shares its positions across heads (1, 1, S) or keeps them per head (1, Hk, S).
-  const int64_t hk = keys.size(1);
-  std::vector<at::Tensor> k, v, p;
-  for (const auto& part : parts) {
-    k.push_back(pad_to(part.keys, 2, longest, 0));
-    v.push_back(pad_to(part.values, 2, longest, 0));
-    p.push_back(pad_to(part.positions.expand({1, hk, part.positions.size(2)}), 2, longest, -1));
+  // Each row's entries at the front of its row of the stack; the rest empty (position -1). A
+  // cache shares its positions across heads (1, 1, S) or keeps them per head (1, Hk, S).
+  const int64_t hk = keys.size(1), d = keys.size(3);
+  auto k = at::zeros({b, hk, longest, d}, keys.options());
+  auto v = at::zeros_like(k);
+  auto p = at::full({b, hk, longest}, -1, positions.options());
+  for (int64_t r = 0; r < b; ++r) {
+    const int64_t n = parts[r].keys.size(2);
+    k[r].narrow(1, 0, n).copy_(parts[r].keys[0]);
+    v[r].narrow(1, 0, n).copy_(parts[r].values[0]);
+    p[r].narrow(1, 0, n).copy_(parts[r].positions[0].expand({hk, n}));
   }
-  return {at::cat(k, 0), at::cat(v, 0), at::cat(p, 0)};
+  return {k, v, p};
 }
 
 void RowStackCache::end_step() {

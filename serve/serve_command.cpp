@@ -39,9 +39,7 @@ std::string sse(const Json& event) { return "data: " + event.dump() + "\n\n"; }
 // The request's answer once the engine ended it.
 void answer_whole(httplib::Response& res, const ApiRequest& r, const ApiContext& context,
                   const std::shared_ptr<RequestHandle>& handle) {
-  RequestEvent event;
-  do event = handle->wait(event.tokens.size(), std::chrono::milliseconds(1000));
-  while (!event.finished);
+  const RequestEvent event = handle->wait_end();
   if (event.finish_reason == "error")
     return send_error(res, ApiError(500, "generation failed: " + event.error, "", "server_error"));
   if (event.finish_reason == "cancelled")

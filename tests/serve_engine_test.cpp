@@ -21,12 +21,7 @@ namespace {
 using namespace eviction_testing;
 using namespace std::chrono_literals;
 
-RequestEvent wait_end(const RequestHandle& h) {
-  RequestEvent e;
-  do e = h.wait(e.tokens.size(), 5000ms);
-  while (!e.finished);
-  return e;
-}
+RequestEvent wait_end(const RequestHandle& h) { return h.wait_end(); }
 
 RequestEvent wait_tokens(const RequestHandle& h, size_t n) {
   RequestEvent e;

@@ -96,13 +96,6 @@ int64_t CacheStorage::bytes_per_entry() const {
   return 0;
 }
 
-int64_t CacheStorage::allocated_bytes() const {
-  int64_t bytes = 0;
-  for (const auto& l : layers_)
-    if (l.allocated()) bytes += 2 * static_cast<int64_t>(l.keys.nbytes());
-  return bytes;
-}
-
 std::vector<int64_t> CacheStorage::live_positions(int64_t layer, int64_t b, int64_t head) const {
   const CacheLayer& l = this->layer(layer);
   const int64_t n = l.length[b][head].item<int64_t>();

@@ -57,8 +57,6 @@ class CacheStorage {
   std::vector<int64_t> row_entries() const;
   // A key and a value; 0 before the first step.
   int64_t bytes_per_entry() const;
-  // Bytes of the K/V buffers as allocated (live entries plus free slots).
-  int64_t allocated_bytes() const;
   // Positions of the live entries of (layer, b, head), in insertion order.
   std::vector<int64_t> live_positions(int64_t layer, int64_t b, int64_t head) const;
 

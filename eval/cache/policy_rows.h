@@ -33,7 +33,6 @@ class PolicyRows {
   const EvictionPolicy& policy() const { return *groups_.front().policy.policy; }
   // The most voting queries any group's policy takes.
   int64_t max_voters() const;
-  int64_t largest_budget() const { return *std::max_element(budgets_.begin(), budgets_.end()); }
   // Row r's budget (entries per KV head), on the host.
   int64_t budget(size_t row) const { return budgets_.size() == 1 ? budgets_[0] : budgets_[row]; }
 
