@@ -202,6 +202,11 @@ ModelConfig ModelConfig::from_json(const Json& j, const std::string& where) {
                                {"num_attention_heads", c.num_heads},
                                {"num_key_value_heads", c.num_kv_heads}})
       RETAIN_CHECK(value > 0, where, ": ", name, " must be positive, found ", value);
+    // The deepest released decoders have 126 layers (Llama 3.1 405B); per-layer tables are sized
+    // from this count before any weight is read, so a corrupt one must not ask for gigabytes.
+    constexpr int64_t kMaxLayers = 4096;
+    RETAIN_CHECK(c.num_layers <= kMaxLayers, where, ": num_hidden_layers ", c.num_layers,
+                 " is more than ", kMaxLayers, " (a corrupt config?)");
     RETAIN_CHECK(c.num_heads % c.num_kv_heads == 0, where, ": num_attention_heads ", c.num_heads,
                  " is not a multiple of num_key_value_heads ", c.num_kv_heads);
     auto head_dim = json_get_optional<int64_t>(t, "head_dim", text_where);

@@ -57,6 +57,28 @@ TEST(Json, ErrorsNameFileAndKey) {
   EXPECT_ERROR_CONTAINS(read_json_file(dir / "absent.json"), "absent.json: cannot open");
 }
 
+// The fuzzer found 4.4e21 read as an int64 (undefined behaviour in nlohmann's cast): an integer key
+// takes a whole number in the type's range, written as an integer or as a float.
+TEST(Json, IntegerKeysHoldWholeNumbersInRange) {
+  const Json j = Json::parse(
+      R"({"a": 32, "b": 32.0, "c": 3.5, "d": 4.4e21, "e": -1, "f": 18446744073709551615,
+          "g": 2147483648, "h": [1, 2.0], "i": [1, 2.5], "j": -9223372036854775808})");
+  EXPECT_EQ(json_get<int64_t>(j, "a", "cfg.json"), 32);
+  EXPECT_EQ(json_get<int64_t>(j, "b", "cfg.json"), 32);
+  EXPECT_EQ(json_get<int64_t>(j, "j", "cfg.json"), std::numeric_limits<int64_t>::min());
+  EXPECT_ERROR_CONTAINS(json_get<int64_t>(j, "c", "cfg.json"),
+                        "cfg.json: key 'c' must be a whole number in range (found 3.5)");
+  EXPECT_ERROR_CONTAINS(json_get<int64_t>(j, "d", "cfg.json"), "key 'd' must be a whole number");
+  EXPECT_ERROR_CONTAINS(json_get<int64_t>(j, "f", "cfg.json"), "key 'f' must be a whole number");
+  EXPECT_ERROR_CONTAINS(json_get<uint32_t>(j, "e", "cfg.json"), "key 'e' must be a whole number");
+  EXPECT_ERROR_CONTAINS(json_get<int32_t>(j, "g", "cfg.json"), "key 'g' must be a whole number");
+  EXPECT_EQ(json_get<uint64_t>(j, "f", "cfg.json"), std::numeric_limits<uint64_t>::max());
+  EXPECT_EQ(json_get<std::vector<int64_t>>(j, "h", "cfg.json"), (std::vector<int64_t>{1, 2}));
+  EXPECT_ERROR_CONTAINS(json_get<std::vector<int64_t>>(j, "i", "cfg.json"), "key 'i' must be");
+  EXPECT_ERROR_CONTAINS(json_get_optional<int64_t>(j, "c", "cfg.json"), "key 'c' must be");
+  EXPECT_DOUBLE_EQ(json_get<double>(j, "c", "cfg.json"), 3.5);
+}
+
 TEST(Base64, Rfc4648VectorsAndStrictErrors) {
   // RFC 4648 section 10.
   const std::pair<const char*, const char*> vectors[] = {{"", ""},

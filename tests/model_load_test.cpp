@@ -83,6 +83,18 @@ TEST(ModelLoad, UnknownArchitectureAndUnsupportedKeys) {
     j["num_key_value_heads"] = 3;
   });
   EXPECT_ERROR_CONTAINS(Decoder::load(m, {}), "not a multiple of num_key_value_heads 3");
+  // Found by the config fuzzer: a huge layer count allocated gigabytes; a float outside int64's
+  // range was cast (undefined behaviour).
+  edit_config(m, [](Json& j) {
+    j["num_key_value_heads"] = j["num_attention_heads"];
+    j["num_hidden_layers"] = 400000000;
+  });
+  EXPECT_ERROR_CONTAINS(Decoder::load(m, {}), "num_hidden_layers 400000000 is more than 4096");
+  edit_config(m, [](Json& j) {
+    j["num_hidden_layers"] = 2;
+    j["num_attention_heads"] = 1e30;
+  });
+  EXPECT_ERROR_CONTAINS(Decoder::load(m, {}), "key 'num_attention_heads' must be a whole number");
 }
 
 TEST(ModelLoad, MissingConfigAndTokenizer) {
