@@ -3,7 +3,7 @@
 #include "cli/flags.h"
 #include "eval/bench_decode.h"
 #include "kernels/bench_kernels.h"
-#include "model/tokenize_command.h"
+#include "model/tokenizers/tokenize_command.h"
 #include "model/vision/bench_vision.h"
 #include "serve/bench_serve.h"
 #include "trainer/bench_train.h"

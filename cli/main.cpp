@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "core/heap_reuse.h"
 #include "core/openmp_wait.h"
-#include "trainer/launch.h"
+#include "dist/launch.h"
 
 namespace {
 

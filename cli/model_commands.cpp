@@ -3,7 +3,7 @@
 #include "cli/flags.h"
 #include "eval/generate_command.h"
 #include "model/init_model.h"
-#include "model/tokenize_command.h"
+#include "model/tokenizers/tokenize_command.h"
 
 namespace retain::cli {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/json.h"
-#include "model/tokenizer.h"
+#include "model/tokenizers/tokenizer.h"
 
 namespace retain {
 

@@ -16,7 +16,7 @@
 #include "data/shards.h"
 #include "model/chat_template.h"
 #include "model/model_config.h"
-#include "model/tokenizer.h"
+#include "model/tokenizers/tokenizer.h"
 #include "model/vision/image_io.h"
 #include "model/vision/image_processor.h"
 #include "model/vision/multimodal_prompt.h"

@@ -7,7 +7,7 @@
 #include "core/fs.h"
 #include "core/json.h"
 #include "core/log.h"
-#include "model/sentencepiece_tokenizer.h"
+#include "model/tokenizers/sentencepiece_tokenizer.h"
 
 namespace retain {
 

@@ -1,7 +1,7 @@
 // The CUDA launchers of a build without CUDA sources (RETAIN_CUDA=OFF or no nvcc). The
 // dispatchers never reach them there (cuda_sources_compiled() is false); they throw if called.
 #include "core/error.h"
-#include "kernels/retention_cuda.h"
+#include "kernels/cuda_launchers.h"
 
 namespace retain {
 

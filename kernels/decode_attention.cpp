@@ -5,7 +5,7 @@
 #include "core/error.h"
 #include "kernels/cache_cpu.h"
 #include "kernels/device_info.h"
-#include "kernels/retention_cuda.h"
+#include "kernels/cuda_launchers.h"
 
 namespace retain {
 

@@ -4,7 +4,7 @@
 
 #include "core/error.h"
 #include "kernels/device_info.h"
-#include "kernels/retention_cuda.h"
+#include "kernels/cuda_launchers.h"
 
 namespace retain {
 

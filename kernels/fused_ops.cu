@@ -15,7 +15,7 @@
 #include <cstdint>
 
 #include "kernels/cuda_common.cuh"
-#include "kernels/retention_cuda.h"
+#include "kernels/cuda_launchers.h"
 
 namespace retain {
 

@@ -34,7 +34,7 @@
 #include <type_traits>
 
 #include "kernels/cuda_common.cuh"
-#include "kernels/retention_cuda.h"
+#include "kernels/cuda_launchers.h"
 
 namespace retain {
 

@@ -344,10 +344,19 @@ at::Tensor Decoder::mlp(const Layer& layer, const at::Tensor& x) const {
       gate = at::relu(gate);
       break;
   }
-  if (!tp_) return project(gate * up, layer.down_w, layer.down_b);
-  // Row-parallel down_proj: the partial products are summed, then the bias is added once.
-  auto out = tensor_parallel_reduce(*tp_, project(gate * up, layer.down_w));
-  return layer.down_b.defined() ? out + layer.down_b : out;
+  return row_parallel_project(gate * up, layer.down_w, layer.down_b);
+}
+
+at::Tensor Decoder::column_parallel_input(const at::Tensor& h) const {
+  return tp_ ? tensor_parallel_enter(*tp_, h) : h;
+}
+
+at::Tensor Decoder::row_parallel_project(const at::Tensor& a, const at::Tensor& weight,
+                                         const at::Tensor& bias) const {
+  if (!tp_) return project(a, weight, bias);
+  // The partial products are summed, then the bias is added once.
+  auto out = tensor_parallel_reduce(*tp_, project(a, weight));
+  return bias.defined() ? out + bias : out;
 }
 
 at::Tensor Decoder::run_layer(int64_t l, const at::Tensor& x, const at::Tensor& cos,
@@ -356,8 +365,7 @@ at::Tensor Decoder::run_layer(int64_t l, const at::Tensor& x, const at::Tensor& 
   const ModelConfig& c = config_;
   const Layer& layer = layers_[l];
   const int64_t b = x.size(0), t = x.size(1);
-  auto h = rms_norm(x, layer.input_norm);
-  if (tp_) h = tensor_parallel_enter(*tp_, h);
+  const auto h = column_parallel_input(rms_norm(x, layer.input_norm));
   at::Tensor q, k, v;
   if (layer.qkv_w.defined()) {
     // One product, split by columns: q and k go through kernels that take any strides (the
@@ -400,17 +408,26 @@ at::Tensor Decoder::run_layer(int64_t l, const at::Tensor& x, const at::Tensor& 
                         c.sliding_window[l]);
   }
   a = a.transpose(1, 2).reshape({b, t, c.num_heads * c.head_dim});
-  at::Tensor out;
-  if (tp_) {
-    // Row-parallel o_proj: the partial products are summed, then the bias is added once.
-    auto o = tensor_parallel_reduce(*tp_, project(a, layer.o_w));
-    out = x + (layer.o_b.defined() ? o + layer.o_b : o);
-  } else {
-    out = x + project(a, layer.o_w, layer.o_b);
-  }
-  auto h2 = rms_norm(out, layer.post_norm);
-  if (tp_) h2 = tensor_parallel_enter(*tp_, h2);
-  return out + mlp(layer, h2);
+  const auto out = x + row_parallel_project(a, layer.o_w, layer.o_b);
+  return out + mlp(layer, column_parallel_input(rms_norm(out, layer.post_norm)));
+}
+
+at::Tensor Decoder::run_layer_checkpointed(int64_t l, const at::Tensor& x, const at::Tensor& cos,
+                                           const at::Tensor& sin, const at::Tensor& positions,
+                                           const ForwardContext& context) const {
+  // Captured by value: the backward pass re-runs this after forward_hidden has returned (the hook
+  // itself must outlive the backward pass).
+  auto outputs =
+      checkpoint(CheckpointFn([this, l, cos, sin, positions, context](const at::Tensor& in) {
+                   std::vector<at::Tensor> out{run_layer(l, in, cos, sin, positions, context)};
+                   if (context.hook != nullptr)
+                     for (auto& t : context.hook->layer_outputs(l)) out.push_back(t);
+                   return out;
+                 }),
+                 x);
+  if (context.hook != nullptr)
+    context.hook->set_layer_outputs(l, std::vector<at::Tensor>(outputs.begin() + 1, outputs.end()));
+  return outputs[0];
 }
 
 at::Tensor Decoder::forward_hidden(const at::Tensor& input_ids, const at::Tensor& positions,
@@ -481,26 +498,10 @@ at::Tensor Decoder::forward_hidden(const at::Tensor& input_ids, const at::Tensor
   // them (embeddings and DeepStack are applied here, outside the layers).
   ForwardContext layer_context = context;
   layer_context.multimodal = nullptr;
+  const bool checkpointed = context.checkpoint_layers && at::GradMode::is_enabled();
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    if (context.checkpoint_layers && at::GradMode::is_enabled()) {
-      // Captured by value: the backward pass re-runs this after forward_hidden has returned (the
-      // hook itself must outlive the backward pass).
-      auto outputs =
-          checkpoint(CheckpointFn([this, l, cos = cos, sin = sin, pos,
-                                   context = layer_context](const at::Tensor& in) {
-                       std::vector<at::Tensor> out{run_layer(l, in, cos, sin, pos, context)};
-                       if (context.hook != nullptr)
-                         for (auto& t : context.hook->layer_outputs(l)) out.push_back(t);
-                       return out;
-                     }),
-                     x);
-      x = outputs[0];
-      if (context.hook != nullptr)
-        context.hook->set_layer_outputs(
-            l, std::vector<at::Tensor>(outputs.begin() + 1, outputs.end()));
-    } else {
-      x = run_layer(l, x, cos, sin, pos, context);
-    }
+    x = checkpointed ? run_layer_checkpointed(l, x, cos, sin, pos, layer_context)
+                     : run_layer(l, x, cos, sin, pos, context);
     x = add_deepstack(l, x);
   }
   if (context.cache != nullptr) context.cache->end_step();

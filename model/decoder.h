@@ -17,8 +17,9 @@
 #include <vector>
 
 #include "core/fs.h"
+#include "model/forward_context.h"
 #include "model/kv_cache.h"
-#include "model/layer_hook.h"
+#include "model/load_options.h"
 #include "model/model_config.h"
 
 namespace retain {
@@ -35,50 +36,6 @@ struct ParamSpec {
 std::vector<ParamSpec> decoder_param_specs(const ModelConfig& config);
 
 class VisionTower;  // model/vision/vision_tower.h
-
-// What a vision-language model's decoder takes beside the token ids of one call (a prompt, a
-// chunk of it, or a decode step). Text-only calls leave it null.
-struct MultimodalInputs {
-  // (3, B, T) int64: the temporal/height/width rotary positions of this call's tokens
-  // (model/vision/mrope.h). Undefined: every axis is the token's position + rope_delta.
-  at::Tensor rope_positions;
-  at::Tensor rope_delta;  // (B, 1) int64, used when rope_positions is undefined
-  // (B, T) bool: the image tokens; their embeddings are replaced by visual_embeds' rows in
-  // row-major order, and DeepStack's levels are added to them after the first decoder layers.
-  at::Tensor visual_mask;
-  at::Tensor visual_embeds;           // (n, d)
-  std::vector<at::Tensor> deepstack;  // Qwen3-VL: one (n, d) per level
-};
-
-// What a forward pass runs with, beyond the tokens. With a hook, the hook computes every layer's
-// attention (and the cache is not used); `checkpoint_layers` recomputes each layer in the backward
-// pass instead of keeping its activations (training).
-struct ForwardContext {
-  KvCache* cache = nullptr;
-  LayerHook* hook = nullptr;
-  bool checkpoint_layers = false;
-  // The caller has checked that every token id is in the vocabulary: forward skips its own check,
-  // a device-to-host read that a CUDA graph capture cannot contain (model/decode_graph.h).
-  bool ids_checked = false;
-  const MultimodalInputs* multimodal = nullptr;
-};
-
-class Collectives;  // dist/collectives.h
-
-struct LoadOptions {
-  at::ScalarType dtype = at::kFloat;
-  at::Device device = at::kCPU;
-  // Tensor parallelism (model/tensor_parallel.h): this process loads only its slice of every
-  // projection (q/k/v and gate/up rows, o/down columns), straight from the safetensors, and the
-  // group sums the row-parallel products. Embeddings, norms, the LM head and a vision tower are
-  // replicated. Null: the whole model.
-  std::shared_ptr<Collectives> tensor_parallel = nullptr;
-  // q/k/v and gate/up weights concatenated at load, so a layer runs two products where it ran
-  // five (each output is the same dot product; MKL and cuBLAS may sum it in another order, so the
-  // logits agree to rounding, not bit for bit). The separate names stay, as views of the fused
-  // tensors: nothing is held twice. set_trainable(true) separates them again.
-  bool fuse_projections = true;
-};
 
 class Decoder {
  public:
@@ -148,9 +105,20 @@ class Decoder {
                     const std::unordered_map<std::string, size_t>& index);
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight) const;
   at::Tensor mlp(const Layer& layer, const at::Tensor& x) const;
+  // Where tensor parallelism enters a block, and nowhere else (model/tensor_parallel.h): the input
+  // of the column-parallel projections (q/k/v, gate/up), and the row-parallel products (o, down),
+  // summed over the group with the bias added once. Without a group: the input, the product.
+  at::Tensor column_parallel_input(const at::Tensor& h) const;
+  at::Tensor row_parallel_project(const at::Tensor& a, const at::Tensor& weight,
+                                  const at::Tensor& bias) const;
   // One decoder block: x (B, T, d) -> x (B, T, d).
   at::Tensor run_layer(int64_t l, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
                        const at::Tensor& positions, const ForwardContext& context) const;
+  // run_layer with its activations recomputed in the backward pass (ForwardContext::
+  // checkpoint_layers), the hook's per-layer outputs carried through the checkpoint.
+  at::Tensor run_layer_checkpointed(int64_t l, const at::Tensor& x, const at::Tensor& cos,
+                                    const at::Tensor& sin, const at::Tensor& positions,
+                                    const ForwardContext& context) const;
 
   ModelConfig config_;
   LoadOptions options_;

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "model/tokenizer.h"
+#include "model/tokenizers/tokenizer.h"
 
 namespace retain {
 

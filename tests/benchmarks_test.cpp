@@ -24,7 +24,7 @@
 #include "model/decoder.h"
 #include "model/generate.h"
 #include "model/init_model.h"
-#include "model/tokenizer.h"
+#include "model/tokenizers/tokenizer.h"
 #include "test_util.h"
 
 namespace retain {

@@ -13,7 +13,7 @@
 #include "core/safetensors.h"
 #include "model/decoder.h"
 #include "model/init_model.h"
-#include "model/sentencepiece_tokenizer.h"
+#include "model/tokenizers/sentencepiece_tokenizer.h"
 #include "test_util.h"
 
 namespace retain {

@@ -15,7 +15,7 @@
 #include "model/chat_template.h"
 #include "model/decoder.h"
 #include "model/generate.h"
-#include "model/tokenizer.h"
+#include "model/tokenizers/tokenizer.h"
 #include "test_util.h"
 
 namespace retain {

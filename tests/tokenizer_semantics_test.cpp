@@ -7,7 +7,7 @@
 #include <map>
 
 #include "core/json.h"
-#include "model/tokenizer.h"
+#include "model/tokenizers/tokenizer.h"
 #include "model/tokenizers/transformers_classes.h"
 #include "test_util.h"
 

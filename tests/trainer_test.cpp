@@ -16,7 +16,7 @@
 #include "gates/losses.h"
 #include "model/decoder.h"
 #include "model/init_model.h"
-#include "model/tokenizer.h"
+#include "model/tokenizers/tokenizer.h"
 #include "test_util.h"
 #include "trainer/recipe.h"
 #include "trainer/trainer.h"

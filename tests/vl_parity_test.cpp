@@ -15,7 +15,7 @@
 #include "model/chat_template.h"
 #include "model/decoder.h"
 #include "model/generate.h"
-#include "model/tokenizer.h"
+#include "model/tokenizers/tokenizer.h"
 #include "model/vision/image_io.h"
 #include "model/vision/image_processor.h"
 #include "model/vision/multimodal_prompt.h"

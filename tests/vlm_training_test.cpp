@@ -13,7 +13,7 @@
 #include "data/shards.h"
 #include "gates/gated_attention.h"
 #include "model/decoder.h"
-#include "model/tokenizer.h"
+#include "model/tokenizers/tokenizer.h"
 #include "model/vision/image_io.h"
 #include "model/vision/multimodal_prompt.h"
 #include "test_util.h"

@@ -16,7 +16,7 @@
 #include "gates/losses.h"
 #include "gates/scorer_hook.h"
 #include "kernels/retention_attention.h"
-#include "model/tokenizer.h"
+#include "model/tokenizers/tokenizer.h"
 #include "trainer/multimodal_batch.h"
 #include "trainer/recipe.h"
 #include "trainer/schedule.h"

@@ -9,7 +9,7 @@
 #include "eval/benchmarks/benchmark.h"
 #include "eval/benchmarks/synthetic.h"
 #include "eval/metrics.h"
-#include "model/tokenizer.h"
+#include "model/tokenizers/tokenizer.h"
 
 namespace retain {
 

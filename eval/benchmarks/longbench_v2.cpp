@@ -9,7 +9,7 @@
 #include "eval/benchmarks/scoring.h"
 #include "eval/metrics.h"
 #include "model/chat_template.h"
-#include "model/tokenizer.h"
+#include "model/tokenizers/tokenizer.h"
 #include "model/tokenizers/regex.h"
 
 namespace retain {

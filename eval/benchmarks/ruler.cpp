@@ -13,7 +13,7 @@
 #include "eval/benchmarks/benchmark.h"
 #include "eval/metrics.h"
 #include "model/chat_template.h"
-#include "model/tokenizer.h"
+#include "model/tokenizers/tokenizer.h"
 
 namespace retain {
 

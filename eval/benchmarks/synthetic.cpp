@@ -8,7 +8,7 @@
 #include "core/json.h"
 #include "data/synthetic.h"
 #include "eval/benchmarks/benchmark.h"
-#include "model/tokenizer.h"
+#include "model/tokenizers/tokenizer.h"
 
 namespace retain {
 

@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "model/tokenizer.h"
+#include "model/tokenizers/tokenizer.h"
 #include "model/tokenizers/bpe.h"
 #include "model/tokenizers/pipeline.h"
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "model/decoder.h"
 #include "model/vision/image_io.h"
 #include "model/vision/vision_tower.h"
 

@@ -11,10 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "model/decoder.h"
+#include "model/forward_context.h"
 #include "model/vision/image_processor.h"
 
 namespace retain {
+
+class Decoder;  // model/decoder.h
 
 struct MultimodalPrompt {
   std::vector<int64_t> ids;   // image placeholders expanded

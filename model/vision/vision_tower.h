@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "core/safetensors.h"
-#include "model/decoder.h"
+#include "model/load_options.h"
 #include "model/vision/mrope.h"
 #include "model/vision/vision_config.h"
 

@@ -1,4 +1,4 @@
-#include "model/sentencepiece_tokenizer.h"
+#include "model/tokenizers/sentencepiece_tokenizer.h"
 
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>

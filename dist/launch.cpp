@@ -1,4 +1,4 @@
-#include "trainer/launch.h"
+#include "dist/launch.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "model/tokenizer.h"
+#include "model/tokenizers/tokenizer.h"
 
 namespace sentencepiece {
 class SentencePieceProcessor;

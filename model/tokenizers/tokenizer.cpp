@@ -1,8 +1,8 @@
-#include "model/tokenizer.h"
+#include "model/tokenizers/tokenizer.h"
 
 #include "core/error.h"
 #include "core/sha256.h"
-#include "model/sentencepiece_tokenizer.h"
+#include "model/tokenizers/sentencepiece_tokenizer.h"
 #include "model/tokenizers/hf_tokenizer.h"
 
 namespace retain {

@@ -1,4 +1,4 @@
-#include "model/tokenize_command.h"
+#include "model/tokenizers/tokenize_command.h"
 
 #include "model/vision/multimodal_prompt.h"
 #include "model/vision/vision_config.h"
@@ -10,7 +10,7 @@
 #include "core/fs.h"
 #include "core/json.h"
 #include "core/log.h"
-#include "model/tokenizer.h"
+#include "model/tokenizers/tokenizer.h"
 
 namespace retain {
 
