@@ -4,8 +4,8 @@
 
 #include "core/error.h"
 #include "kernels/cache_cpu.h"
-#include "kernels/device_info.h"
 #include "kernels/cuda_launchers.h"
+#include "kernels/device_info.h"
 
 namespace retain {
 

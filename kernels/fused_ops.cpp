@@ -3,8 +3,8 @@
 #include <ATen/core/grad_mode.h>
 
 #include "core/error.h"
-#include "kernels/device_info.h"
 #include "kernels/cuda_launchers.h"
+#include "kernels/device_info.h"
 
 namespace retain {
 

@@ -8,8 +8,8 @@
 #include <limits>
 
 #include "core/error.h"
-#include "kernels/device_info.h"
 #include "kernels/cuda_launchers.h"
+#include "kernels/device_info.h"
 
 namespace retain {
 

@@ -10,8 +10,8 @@
 #include "core/safetensors.h"
 #include "model/decoder.h"
 #include "model/model_config.h"
-#include "model/tokenizers/sentencepiece_tokenizer.h"
 #include "model/tiny_corpus.h"
+#include "model/tokenizers/sentencepiece_tokenizer.h"
 #include "model/vision/vision_config.h"
 #include "model/vision/vision_tower.h"
 

@@ -9,8 +9,8 @@
 #include "eval/benchmarks/scoring.h"
 #include "eval/metrics.h"
 #include "model/chat_template.h"
-#include "model/tokenizers/tokenizer.h"
 #include "model/tokenizers/regex.h"
+#include "model/tokenizers/tokenizer.h"
 
 namespace retain {
 

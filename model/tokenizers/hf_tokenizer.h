@@ -13,9 +13,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "model/tokenizers/tokenizer.h"
 #include "model/tokenizers/bpe.h"
 #include "model/tokenizers/pipeline.h"
+#include "model/tokenizers/tokenizer.h"
 
 namespace retain {
 

@@ -2,8 +2,8 @@
 
 #include "core/error.h"
 #include "core/sha256.h"
-#include "model/tokenizers/sentencepiece_tokenizer.h"
 #include "model/tokenizers/hf_tokenizer.h"
+#include "model/tokenizers/sentencepiece_tokenizer.h"
 
 namespace retain {
 
