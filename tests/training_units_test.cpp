@@ -47,7 +47,7 @@ TEST(RecipeSchema, ReadsTypedMembersAndRefusesValuesOutOfRange) {
   EXPECT_EQ(s.gates.bias_init, GateConfig{}.bias_init);
   EXPECT_DOUBLE_EQ(s.beta1, 0.8);
   EXPECT_DOUBLE_EQ(s.beta2, 0.95);
-  EXPECT_TRUE(s.train_base);
+  EXPECT_TRUE(s.train_base());
   EXPECT_TRUE(s.terms.ntp && !s.terms.fwkl);  // base training: next-token loss only
   EXPECT_EQ(s.device, "auto");
   EXPECT_ERROR_CONTAINS(with({"optim.lr=-1"}), "optim.lr must be positive, found -1");

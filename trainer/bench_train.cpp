@@ -9,18 +9,19 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include "core/device.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "dist/collectives.h"
-#include "gates/gate_bank.h"
-#include "gates/gated_attention.h"
 #include "gates/losses.h"
 #include "kernels/bench_kernels.h"
 #include "kernels/device_info.h"
 #include "kernels/retention_attention.h"
 #include "model/decoder.h"
+#include "trainer/recipe.h"
+#include "trainer/trainable.h"
 
 namespace retain {
 namespace {
@@ -32,6 +33,8 @@ void check_options(const BenchTrainOptions& o) {
                "bench train: --iters must be >= 1 and --warmup >= 0");
   RETAIN_CHECK(o.attention == "kernel" || o.attention == "reference", "bench train: --attention '",
                o.attention, "' (expected kernel or reference)");
+  RETAIN_CHECK(o.gates == "mlp2" || o.gates == "mlp3", "bench train: --gates '", o.gates,
+               "' (expected mlp2 or mlp3)");
   RETAIN_CHECK(o.memory > 0, "bench train: --memory must be positive, found ", o.memory);
   RETAIN_CHECK(o.logit_block >= 1, "bench train: --logit-block must be >= 1");
 }
@@ -91,20 +94,25 @@ int run_bench_train_command(const BenchTrainOptions& o) {
   const double tp_size = tp != nullptr ? static_cast<double>(tp->world()) : 1.0;
   const c10::Device device = model->device();
   const ModelConfig& c = model->config();
-  GateConfig g;
-  g.arch = o.gates;
-  g.width = o.gate_width;
-  g.validate("bench train");
-  GateBank gates(g, c, device, o.model.seed + 1);
-  torch::optim::AdamW optimizer(gates.parameters(), torch::optim::AdamWOptions(1e-3));
-  BaseLossTerms terms;
-  terms.fwkl = true;
+  // The trainer's own settings and trainable: the step below is training's step, phase by phase.
+  const TrainSettings settings = read_settings(resolve_recipe(
+      "", {"model.path=bench-train-model", "data.shards=bench-train-random-tokens",
+           str_cat("run.seed=", o.model.seed + 1), "gates.arch=" + o.gates,
+           str_cat("gates.width=", o.gate_width), str_cat("loss.memory=", o.memory),
+           str_cat("loss.logit_block_size=", o.logit_block), "loss.base=[fwkl]",
+           "loss.capacity=global", "loss.weight=1",
+           str_cat("train.activation_checkpointing=", o.checkpointing ? "true" : "false")}));
+  auto trainable = make_trainable(settings, *model, "");
+  torch::optim::AdamW optimizer(trainable->parameters(), torch::optim::AdamWOptions(1e-3));
+  auto local = make_local_collectives();  // one data-parallel shard
 
   auto gen = at::make_generator<at::CPUGeneratorImpl>(o.model.seed);
-  auto ids = at::randint(0, c.vocab_size, {o.batch, o.seq}, gen, at::kLong).to(device);
-  auto positions = at::arange(o.seq, at::kLong).expand({o.batch, o.seq}).contiguous().to(device);
-  auto segments = at::zeros({o.batch, o.seq}, at::kLong).to(device);
-  auto loss_mask = at::ones({o.batch, o.seq}, at::kBool).to(device);
+  MicroBatch batch;
+  batch.ids = at::randint(0, c.vocab_size, {o.batch, o.seq}, gen, at::kLong).to(device);
+  batch.positions = at::arange(o.seq, at::kLong).expand({o.batch, o.seq}).contiguous().to(device);
+  batch.segments = at::zeros({o.batch, o.seq}, at::kLong).to(device);
+  batch.loss_mask = at::ones({o.batch, o.seq}, at::kBool).to(device);
+  const int64_t targets = count_loss_targets(batch.segments, batch.loss_mask);
 
   Json resolved = {{"model", o.model.describe()},
                    {"model_type", c.model_type},
@@ -112,7 +120,7 @@ int run_bench_train_command(const BenchTrainOptions& o) {
                    {"dtype", c10::toString(model->dtype())},
                    {"seq", o.seq},
                    {"batch", o.batch},
-                   {"gates", g.to_json()},
+                   {"gates", settings.gates.to_json()},
                    {"memory", o.memory},
                    {"logit_block", o.logit_block},
                    {"activation_checkpointing", o.checkpointing},
@@ -123,35 +131,30 @@ int run_bench_train_command(const BenchTrainOptions& o) {
   if (!o.json && leader) std::cerr << "bench train, resolved:\n" << resolved.dump(2) << "\n";
 
   // Phases, each closed by a device synchronisation so its time is its own.
-  std::vector<double> teacher_s, student_s, loss_s, backward_s, reduce_s, optim_s, step_s;
+  using Clock = std::chrono::steady_clock;
+  auto seconds = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
+  std::map<std::string, std::vector<double>> phase_s;  // forward's phases, by name
+  std::vector<double> backward_s, reduce_s, optim_s, step_s;
+  std::map<std::string, double> phase_now;
+  Clock::time_point last;
+  trainable->set_phase_mark([&](const char* phase) {
+    sync(device);
+    const auto now = Clock::now();
+    phase_now[phase] = seconds(last, now);
+    last = now;
+  });
   if (device.is_cuda()) cuda_reset_peak_allocated_bytes(device.index());
   double last_loss = 0;
   for (int it = 0; it < o.warmup + o.iters; ++it) {
-    using Clock = std::chrono::steady_clock;
-    auto seconds = [](Clock::time_point a, Clock::time_point b) {
-      return std::chrono::duration<double>(b - a).count();
-    };
     sync(device);
     const auto t0 = Clock::now();
-    at::Tensor teacher_hidden;
-    {
-      at::NoGradGuard no_grad;
-      GatedAttentionHook teacher(nullptr, segments);
-      teacher_hidden = model->forward_hidden(ids, positions, ForwardContext{nullptr, &teacher});
-    }
-    sync(device);
-    const auto t1 = Clock::now();
-    GatedAttentionHook student(&gates, segments);
-    auto hidden =
-        model->forward_hidden(ids, positions, ForwardContext{nullptr, &student, o.checkpointing});
-    sync(device);
-    const auto t2 = Clock::now();
-    LossSums sums = base_loss_sums(*model, hidden, teacher_hidden, ids, segments, loss_mask, terms,
-                                   o.logit_block);
-    CapacitySums cap =
-        capacity_sums(student.log_betas(), positions, segments, o.memory, CapacityMode::kGlobal);
-    auto loss = sums.fwkl / static_cast<double>(std::max<int64_t>(sums.tokens, 1)) +
-                cap.sum / (static_cast<double>(std::max<int64_t>(cap.positive, 1)) * tp_size);
+    last = t0;
+    BatchLoss l = trainable->forward(batch, targets, false, *local);
+    // As the trainer's step (one micro-batch): under tensor parallelism each rank's capacity loss
+    // counts 1/tp, the group's gradients are summed.
+    auto loss = l.base + settings.capacity_weight * l.capacity / tp_size;
     sync(device);
     const auto t3 = Clock::now();
     optimizer.zero_grad();
@@ -160,7 +163,7 @@ int run_bench_train_command(const BenchTrainOptions& o) {
     const auto t4 = Clock::now();
     if (tp != nullptr) {
       std::vector<at::Tensor> grads;
-      for (auto& p : gates.parameters()) {
+      for (auto& p : trainable->parameters()) {
         if (!p.grad().defined()) p.mutable_grad() = at::zeros_like(p);
         grads.push_back(p.grad());
       }
@@ -174,14 +177,14 @@ int run_bench_train_command(const BenchTrainOptions& o) {
     last_loss = loss.item<double>();
     RETAIN_CHECK(std::isfinite(last_loss), "bench train: the loss is not finite (", last_loss, ")");
     if (it < o.warmup) continue;
-    teacher_s.push_back(seconds(t0, t1));
-    student_s.push_back(seconds(t1, t2));
-    loss_s.push_back(seconds(t2, t3));
+    for (const auto& [phase, t] : phase_now) phase_s[phase].push_back(t);
     backward_s.push_back(seconds(t3, t4));
     reduce_s.push_back(seconds(t4, t4b));
     optim_s.push_back(seconds(t4b, t5));
     step_s.push_back(seconds(t0, t5));
   }
+  std::vector<double> teacher_s = phase_s["teacher_forward"],
+                      student_s = phase_s["student_forward"], loss_s = phase_s["losses"];
   const double step = median(step_s);
   const double tokens = static_cast<double>(o.batch * o.seq);
   const double rate = tokens / step;

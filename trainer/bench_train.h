@@ -1,8 +1,9 @@
-// `retain bench train`: one gate-training step at long context, timed the way the official TrimKV
-// recipe runs it (a frozen base; a teacher forward without gates; a student forward with gates;
-// forward KL + the global capacity loss; the backward through the frozen activations to the gates;
-// AdamW on the gates). Prints tokens/s, model FLOPs utilisation against the device's measured
-// matrix-product rate, peak memory, and the time of each phase.
+// `retain bench train`: one gate-training step at long context, the trainer's own (the gates'
+// Trainable of trainer/trainable.h with loss.base [fwkl], loss.capacity global, loss.weight 1), as
+// the official TrimKV recipe runs it: a frozen base; a student forward with gates; a teacher
+// forward without; forward KL + the global capacity loss; the backward through the frozen
+// activations to the gates; AdamW on the gates. Prints tokens/s, model FLOPs utilisation against
+// the device's measured matrix-product rate, peak memory, and the time of each phase.
 #pragma once
 
 #include <cstdint>

@@ -105,9 +105,9 @@ const std::vector<RecipeKey>& recipe_schema() {
       {"loss.base", "[fwkl, ntp]", "base loss terms, averaged: fwkl | rvkl | ntp (base: ntp only)",
        [](const Config& r, const std::string& key, TrainSettings& s) {
          // Needs train.trainable, which read_settings reads before every other key.
-         s.terms = s.train_base ? BaseLossTerms::parse({"ntp"}, r.where())
-                                : BaseLossTerms::parse(r.get<std::vector<std::string>>(key),
-                                                       r.where() + ": " + key);
+         s.terms = s.train_base() ? BaseLossTerms::parse({"ntp"}, r.where())
+                                  : BaseLossTerms::parse(r.get<std::vector<std::string>>(key),
+                                                         r.where() + ": " + key);
        }},
       {"loss.capacity", "global", "local (per layer and head, TrimKV) | global (DBTrimKV)",
        [](const Config& r, const std::string& key, TrainSettings& s) {
@@ -153,12 +153,15 @@ const std::vector<RecipeKey>& recipe_schema() {
        "learned scorer on the frozen model: scorer.*)",
        [](const Config& r, const std::string& key, TrainSettings& s) {
          const std::string trainable = r.get<std::string>(key);
-         RETAIN_CHECK(trainable == "gates" || trainable == "base" || trainable == "locret" ||
-                          trainable == "kvzap",
-                      r.where(), ": ", key, " '", trainable,
+         bool known = false;
+         for (auto kind : {TrainableKind::kGates, TrainableKind::kBase, TrainableKind::kLocret,
+                           TrainableKind::kKvzap})
+           if (trainable == trainable_name(kind)) {
+             s.trainable = kind;
+             known = true;
+           }
+         RETAIN_CHECK(known, r.where(), ": ", key, " '", trainable,
                       "' is not supported (expected gates, base, locret or kvzap)");
-         s.trainable = trainable;
-         s.train_base = trainable == "base";
          if (s.train_scorer()) s.scorer.kind = trainable;
        }},
       {"train.activation_checkpointing", "false", "recompute each layer in the backward pass",

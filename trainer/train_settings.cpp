@@ -5,6 +5,20 @@
 
 namespace retain {
 
+const char* trainable_name(TrainableKind kind) {
+  switch (kind) {
+    case TrainableKind::kGates:
+      return "gates";
+    case TrainableKind::kBase:
+      return "base";
+    case TrainableKind::kLocret:
+      return "locret";
+    case TrainableKind::kKvzap:
+      return "kvzap";
+  }
+  return "?";
+}
+
 TrainSettings read_settings(const Config& r) {
   TrainSettings s;
   // train.trainable first: the base loss terms depend on it.

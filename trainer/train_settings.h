@@ -12,14 +12,21 @@
 
 namespace retain {
 
+// train.trainable: what the run optimizes (trainer/trainable.h).
+enum class TrainableKind { kGates, kBase, kLocret, kKvzap };
+// As a recipe writes it: gates | base | locret | kvzap.
+const char* trainable_name(TrainableKind kind);
+
 struct TrainSettings {
   fs::path run_dir, model_dir, shards, heldout;
   std::string device, dtype;  // model.device, model.dtype as written (resolved at setup)
   uint64_t seed;
-  bool train_base;
-  // gates | base | locret | kvzap (the last two: a learned scorer, scorer.kind)
-  std::string trainable;
-  bool train_scorer() const { return trainable == "locret" || trainable == "kvzap"; }
+  TrainableKind trainable = TrainableKind::kGates;
+  bool train_base() const { return trainable == TrainableKind::kBase; }
+  // locret | kvzap: a learned scorer (scorer.kind says which).
+  bool train_scorer() const {
+    return trainable == TrainableKind::kLocret || trainable == TrainableKind::kKvzap;
+  }
   GateConfig gates;
   ScorerConfig scorer;
   std::string init_from;

@@ -7,15 +7,11 @@
 #include <chrono>
 #include <iostream>
 
-#include "checkpoints/gate_file.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/sha256.h"
-#include "gates/gated_attention.h"
 #include "gates/losses.h"
-#include "gates/scorer_hook.h"
-#include "kernels/retention_attention.h"
 #include "model/tokenizers/tokenizer.h"
 #include "trainer/multimodal_batch.h"
 #include "trainer/recipe.h"
@@ -36,29 +32,8 @@ double gradient_norm(const std::vector<at::Tensor>& params) {
 
 }  // namespace
 
-void StepStats::all_reduce(Collectives& comm) {
-  auto values = at::tensor({loss, capacity, kl, ntp, mean_beta, live, tokens}, at::kDouble);
-  comm.all_reduce_sum(values);
-  const double w = static_cast<double>(comm.world());
-  loss = values[0].item<double>();
-  capacity = values[1].item<double>();
-  kl = values[2].item<double>();
-  ntp = values[3].item<double>();
-  mean_beta = values[4].item<double>() / w;
-  live = values[5].item<double>() / w;
-  tokens = values[6].item<double>();
-}
-
 Trainer::Trainer(TrainSettings settings, Config recipe)
     : s_(std::move(settings)), recipe_(std::move(recipe)) {}
-
-std::vector<at::Tensor> Trainer::trainable() const {
-  if (gates_) return gates_->parameters();
-  if (scorer_) return scorer_->parameters();
-  std::vector<at::Tensor> out;
-  for (const auto& [name, p] : model_->named_parameters()) out.push_back(p);
-  return out;
-}
 
 void Trainer::setup() {
   env_ = detect_dist_env();
@@ -82,9 +57,10 @@ void Trainer::setup() {
   // Tensor parallelism trains replicated gates: every rank's gradient holds its own heads' share,
   // and the world all-reduce adds them. A scorer reads every head's q/k/v, and a trained base's
   // shards would need their own optimizer shards: both are refused.
-  RETAIN_CHECK(tp_->world() == 1 || (!s_.train_base && !s_.train_scorer()), recipe_.where(),
+  RETAIN_CHECK(tp_->world() == 1 || s_.trainable == TrainableKind::kGates, recipe_.where(),
                ": dist.tensor_parallel ", s_.tensor_parallel,
-               " trains retention gates only (train.trainable: gates), not '", s_.trainable, "'");
+               " trains retention gates only (train.trainable: gates), not '",
+               trainable_name(s_.trainable), "'");
   const std::string resolved = recipe_.dump();
   recipe_sha_ = recipe_hash(recipe_);
   // (A missing model.path is Decoder::load's error to report, with its own message.)
@@ -100,25 +76,7 @@ void Trainer::setup() {
   LoadOptions load{resolve_dtype(s_.dtype, device, model_config.dtype), device};
   if (tp_->world() > 1) load.tensor_parallel = tp_;
   model_ = std::make_unique<Decoder>(Decoder::load(s_.model_dir, load));
-  if (s_.train_base) {
-    model_->set_trainable(true);
-  } else if (s_.train_scorer()) {
-    scorer_ = std::make_unique<ScorerBank>(s_.scorer, model_config, device, s_.seed);
-  } else {
-    for (const auto& [name, p] : model_->named_parameters())
-      RETAIN_CHECK(!p.requires_grad(), "internal: base parameter ", name, " is not frozen");
-    if (!s_.init_from.empty()) {
-      GateFileInfo info;
-      gates_ = load_gate_file(s_.init_from, model_config, device, &info);
-      RETAIN_CHECK(info.config.arch == s_.gates.arch && info.config.width == s_.gates.width &&
-                       info.config.tie_projection == s_.gates.tie_projection,
-                   s_.init_from, ": its gate config (", info.config.to_json().dump(),
-                   ") differs from the recipe's (", s_.gates.to_json().dump(), ")");
-      for (auto& p : gates_->parameters()) p.requires_grad_(true);
-    } else {
-      gates_ = std::make_unique<GateBank>(s_.gates, model_->config(), device, s_.seed);
-    }
-  }
+  trainable_ = make_trainable(s_, *model_, recipe_sha_);
   const std::string sha = tokenizer_sha256(s_.model_dir);
   data_ = std::make_unique<PackedDataset>(list_shards(s_.shards), s_.seq_len, sha,
                                           model_config.vocab_size);
@@ -135,23 +93,20 @@ void Trainer::setup() {
   sampler_ = std::make_unique<Sampler>(data_->size(), s_.seed, s_.shuffle);
   {
     // Every rank starts from rank 0's weights.
-    auto initial = trainable();
+    auto initial = trainable_->parameters();
     at::NoGradGuard no_grad;
     comm_->broadcast(initial, 0);
   }
-  optimizer_ =
-      std::make_unique<torch::optim::AdamW>(trainable(), torch::optim::AdamWOptions(s_.lr)
-                                                             .betas({s_.beta1, s_.beta2})
-                                                             .eps(s_.eps)
-                                                             .weight_decay(s_.weight_decay));
+  optimizer_ = std::make_unique<torch::optim::AdamW>(trainable_->parameters(),
+                                                     torch::optim::AdamWOptions(s_.lr)
+                                                         .betas({s_.beta1, s_.beta2})
+                                                         .eps(s_.eps)
+                                                         .weight_decay(s_.weight_decay));
   int64_t params = 0;
-  for (const auto& t : trainable()) params += t.numel();
+  for (const auto& t : trainable_->parameters()) params += t.numel();
   if (leader())
-    log_info("training ", params, " parameters (",
-             s_.train_base       ? "the whole model"
-             : s_.train_scorer() ? s_.trainable + " scorer"
-                                 : "gates only",
-             ") on ", data_->size(), " sequences of ", s_.seq_len, " tokens (", data_->num_tokens(),
+    log_info("training ", params, " parameters (", trainable_->description(), ") on ",
+             data_->size(), " sequences of ", s_.seq_len, " tokens (", data_->num_tokens(),
              " tokens) on ", device.str(), ", ", comm_->name(),
              tp_->world() > 1 ? str_cat(" (tensor parallel ", tp_->world(), " x data parallel ",
                                         dp_->world(), ")")
@@ -159,94 +114,17 @@ void Trainer::setup() {
              ", global batch ", s_.batch_size * s_.grad_accum * dp_->world(), " sequences");
 }
 
-Trainer::BatchLoss Trainer::forward(const PackedBatch& batch, int64_t targets, bool with_stats,
-                                    Collectives& comm) {
+BatchLoss Trainer::forward(const PackedBatch& batch, int64_t targets, bool with_stats,
+                           Collectives& comm) {
   const auto device = model_->device();
-  auto ids = batch.ids.to(device), positions = batch.positions.to(device),
-       segments = batch.segments.to(device);
+  MicroBatch micro{batch.ids.to(device), batch.positions.to(device), batch.segments.to(device),
+                   batch.loss_mask.to(device)};
   // Vision-language documents: the frozen vision tower's features and 3-D rotary positions, the
   // same for the student and the teacher.
   std::optional<MultimodalInputs> images;
   if (!batch.images.empty()) images = packed_multimodal_inputs(*model_, batch, *processor_);
-  const MultimodalInputs* mm = images ? &*images : nullptr;
-  if (scorer_) return scorer_forward(ids, positions, segments, mm, comm);
-  auto student_hook = std::make_shared<GatedAttentionHook>(gates_.get(), segments);
-  GatedAttentionHook& student = *student_hook;
-  ForwardContext student_context{nullptr, &student, s_.activation_checkpointing};
-  student_context.multimodal = mm;
-  auto hidden = model_->forward_hidden(ids, positions, student_context);
-  at::Tensor teacher_hidden;
-  if (s_.terms.fwkl || s_.terms.rvkl) {
-    at::NoGradGuard no_grad;
-    GatedAttentionHook teacher(nullptr, segments);
-    ForwardContext teacher_context{nullptr, &teacher};
-    teacher_context.multimodal = mm;
-    teacher_hidden = model_->forward_hidden(ids, positions, teacher_context);
-  }
-  LossSums sums = base_loss_sums(*model_, hidden, teacher_hidden, ids, segments,
-                                 batch.loss_mask.to(device), s_.terms, s_.logit_block);
-  BatchLoss out;
-  out.student_hook = student_hook;
-  // Each term is normalised by the step's (not the micro-batch's) count of targets, so
-  // accumulation gives the same gradient as one big batch.
-  const auto n = static_cast<double>(std::max<int64_t>(targets, 1));
-  std::vector<at::Tensor> parts;
-  if (sums.fwkl.defined()) parts.push_back(sums.fwkl / n);
-  if (sums.rvkl.defined()) parts.push_back(sums.rvkl / n);
-  if (sums.ntp.defined()) parts.push_back(sums.ntp / n);
-  out.base = at::stack(parts).sum() / static_cast<double>(parts.size());
-  if (gates_) {
-    // Mean over the positive entries of every rank's micro-batch: rank-local sums over the global
-    // count, so the summed gradients equal a single process's on the whole batch.
-    CapacitySums cap =
-        capacity_sums(student.log_betas(), positions, segments, s_.memory, s_.capacity);
-    auto positive = at::full({1}, static_cast<double>(cap.positive), at::kDouble);
-    comm.all_reduce_sum(positive);
-    out.capacity = cap.sum / std::max(positive.item<double>(), 1.0);
-  } else {
-    out.capacity = at::zeros({}, out.base.options());
-  }
-  if (with_stats) {
-    at::NoGradGuard no_grad;
-    if (sums.fwkl.defined()) out.kl = sums.fwkl.item<double>() / n;
-    if (sums.ntp.defined()) out.ntp = sums.ntp.item<double>() / n;
-    if (gates_) {
-      auto valid = (segments >= 0).unsqueeze(1).to(at::kFloat);  // (B, 1, T)
-      double beta = 0, live = 0;
-      for (const auto& lb : student.log_betas()) {
-        beta += (lb.detach().exp() * valid).sum().item<double>() /
-                (valid.sum().item<double>() * lb.size(1));
-        // Expected live entries per head at the last token of each row's longest document.
-        auto S = retention_sum(lb.detach(), positions, segments);
-        live += S.amax(-1).mean().item<double>();
-      }
-      out.mean_beta = beta / static_cast<double>(student.log_betas().size());
-      out.live = live / static_cast<double>(student.log_betas().size());
-    }
-  }
-  return out;
-}
-
-Trainer::BatchLoss Trainer::scorer_forward(const at::Tensor& ids, const at::Tensor& positions,
-                                           const at::Tensor& segments,
-                                           const MultimodalInputs* multimodal, Collectives& comm) {
-  // The frozen model runs once without grad (no teacher, no LM head): the hook trains the scorer
-  // on each layer's queries and keys on the way.
-  ScorerTrainingHook hook(*scorer_, segments);
-  {
-    at::NoGradGuard no_grad;
-    ForwardContext context{nullptr, &hook};
-    context.multimodal = multimodal;
-    model_->forward_hidden(ids, positions, context);
-  }
-  // Mean over the labelled entries of every rank's micro-batch (as the capacity loss): rank-local
-  // sums over the global count, so the summed gradients equal one process's on the whole batch.
-  auto count = at::full({1}, static_cast<double>(hook.count()), at::kDouble);
-  comm.all_reduce_sum(count);
-  BatchLoss out;
-  out.base = hook.loss_sum() / std::max(count.item<double>(), 1.0);
-  out.capacity = at::zeros({}, out.base.options());
-  return out;
+  micro.multimodal = images ? &*images : nullptr;
+  return trainable_->forward(micro, targets, with_stats, comm);
 }
 
 double Trainer::heldout_loss() {
@@ -268,9 +146,19 @@ StepStats Trainer::train_step(int64_t step, bool with_stats) {
   stats.lr = learning_rate(step, s_.lr, s_.min_lr, s_.warmup, s_.steps);
   for (auto& group : optimizer_->param_groups())
     static_cast<torch::optim::AdamWOptions&>(group.options()).lr(stats.lr);
-  // Fetch the step's micro-batches first: their token counts normalise the losses.
-  std::vector<PackedBatch> micro;
   int64_t targets = 0;
+  const std::vector<PackedBatch> micro = next_micro_batches(step, &targets, &stats.tokens);
+  optimizer_->zero_grad();
+  accumulate_gradients(micro, targets, with_stats, stats);
+  apply_gradients(step, stats);
+  return stats;
+}
+
+std::vector<PackedBatch> Trainer::next_micro_batches(int64_t step, int64_t* targets,
+                                                     double* tokens) {
+  // Fetched before any forward: their count of targets normalises every micro-batch's loss.
+  std::vector<PackedBatch> micro;
+  int64_t local_targets = 0;
   for (int64_t m = 0; m < s_.grad_accum; ++m) {
     std::vector<int64_t> epochs;
     // The ranks of a tensor-parallel group read the same sequences.
@@ -279,19 +167,21 @@ StepStats Trainer::train_step(int64_t step, bool with_stats) {
       for (size_t i = 0; i < ids.size(); ++i)
         samples_ << step + 1 << " " << epochs[i] << " " << ids[i] << "\n";
     micro.push_back(data_->batch(ids));
-    targets += count_loss_targets(micro.back().segments, micro.back().loss_mask);
-    stats.tokens += static_cast<double>((micro.back().segments >= 0).sum().item<int64_t>());
+    local_targets += count_loss_targets(micro.back().segments, micro.back().loss_mask);
+    *tokens += static_cast<double>((micro.back().segments >= 0).sum().item<int64_t>());
   }
-  {
-    // Losses are normalised by the count of targets of the whole global batch.
-    auto count = at::tensor({static_cast<double>(targets)}, at::kDouble);
-    dp_->all_reduce_sum(count);
-    targets = static_cast<int64_t>(count[0].item<double>());
-  }
-  optimizer_->zero_grad();
+  // Losses are normalised by the count of targets of the whole global batch.
+  auto count = at::tensor({static_cast<double>(local_targets)}, at::kDouble);
+  dp_->all_reduce_sum(count);
+  *targets = static_cast<int64_t>(count[0].item<double>());
+  return micro;
+}
+
+void Trainer::accumulate_gradients(const std::vector<PackedBatch>& micro, int64_t targets,
+                                   bool with_stats, StepStats& stats) {
   const double accum = static_cast<double>(s_.grad_accum);
-  for (int64_t m = 0; m < s_.grad_accum; ++m) {
-    BatchLoss l = forward(micro[static_cast<size_t>(m)], targets, with_stats && m == 0, *dp_);
+  for (size_t m = 0; m < micro.size(); ++m) {
+    BatchLoss l = forward(micro[m], targets, with_stats && m == 0, *dp_);
     auto loss = l.base + s_.capacity_weight * l.capacity / accum;
     // Under tensor parallelism every rank of the group computes the capacity loss from all heads'
     // log beta, and the world all-reduce adds the group's gradients: each rank takes its 1/tp
@@ -311,7 +201,10 @@ StepStats Trainer::train_step(int64_t step, bool with_stats) {
       stats.live = l.live;
     }
   }
-  auto params = trainable();
+}
+
+void Trainer::apply_gradients(int64_t step, StepStats& stats) {
+  auto params = trainable_->parameters();
   for (auto& p : params)
     if (!p.grad().defined()) p.mutable_grad() = at::zeros_like(p);
   std::vector<at::Tensor> grads;
@@ -325,20 +218,19 @@ StepStats Trainer::train_step(int64_t step, bool with_stats) {
                                        : gradient_norm(params);
     stats.finite = std::isfinite(stats.grad_norm);
   }
-  if (!stats.finite) {
-    ++skipped_steps_;
-    ++consecutive_nonfinite_;
-    optimizer_->zero_grad();
-    log_warn("step ", step + 1, ": non-finite loss or gradient, step skipped (",
-             consecutive_nonfinite_, " in a row)");
-    RETAIN_CHECK(consecutive_nonfinite_ < s_.max_nonfinite, "train: ", consecutive_nonfinite_,
-                 " non-finite steps in a row (train.max_nonfinite_steps); lower optim.lr or "
-                 "check the data");
-  } else {
+  if (stats.finite) {
     consecutive_nonfinite_ = 0;
     optimizer_->step();
+    return;
   }
-  return stats;
+  ++skipped_steps_;
+  ++consecutive_nonfinite_;
+  optimizer_->zero_grad();
+  log_warn("step ", step + 1, ": non-finite loss or gradient, step skipped (",
+           consecutive_nonfinite_, " in a row)");
+  RETAIN_CHECK(consecutive_nonfinite_ < s_.max_nonfinite, "train: ", consecutive_nonfinite_,
+               " non-finite steps in a row (train.max_nonfinite_steps); lower optim.lr or "
+               "check the data");
 }
 
 void Trainer::log_step(int64_t step, const StepStats& stats, bool log_now) {
@@ -363,25 +255,8 @@ void Trainer::log_step(int64_t step, const StepStats& stats, bool log_now) {
   Json line = {{"step", step + 1},     {"loss", stats.loss},
                {"lr", stats.lr},       {"grad_norm", stats.grad_norm},
                {"tokens_per_s", rate}, {"skipped_steps", skipped_steps_}};
-  if (s_.terms.fwkl && !scorer_) line["kl"] = stats.kl;
-  if (s_.terms.ntp && !scorer_) line["ntp"] = stats.ntp;
-  if (scorer_) line["scorer"] = s_.trainable;
-  if (gates_) {
-    line["capacity"] = stats.capacity;
-    line["mean_beta"] = stats.mean_beta;
-    line["live_per_head"] = stats.live;
-    line["memory"] = s_.memory;
-  }
-  char postfix[256];
-  if (scorer_)
-    std::snprintf(postfix, sizeof(postfix), "%s loss=%.4f tok/s=%.0f", s_.trainable.c_str(),
-                  stats.loss, rate);
-  else
-    std::snprintf(postfix, sizeof(postfix),
-                  "loss=%.4f kl=%.4f ntp=%.4f cap=%.4f beta=%.4f live=%.0f/%.0f tok/s=%.0f",
-                  stats.loss, stats.kl, stats.ntp, stats.capacity, stats.mean_beta, stats.live,
-                  s_.memory, rate);
-  bar_->set_postfix(postfix);
+  trainable_->add_metrics(stats, line);
+  bar_->set_postfix(trainable_->postfix(stats, rate));
   if (evaluate) line["heldout_loss"] = heldout;
   metrics_ << line.dump() << std::endl;
 }

@@ -1,11 +1,11 @@
-// `retain train RECIPE [key=value ...]`: trains retention gates on a frozen model (or, with
-// train.trainable: base, every parameter of a small model with the next-token loss; with locret
-// or kvzap, a learned scorer regressing each entry's future attention on the frozen model).
+// `retain train RECIPE [key=value ...]`: trains what train.trainable names (trainer/trainable.h):
+// retention gates on a frozen model, every parameter of a small model with the next-token loss, or
+// a learned scorer regressing each entry's future attention on the frozen model.
 //
-// The loop, the torchtitan way: setup (devices, model, gates, data, optimizer) and restore the
-// newest checkpoint, then per step: train_step (micro-batches: student with gates, teacher
-// without, same frozen weights; one optimizer step with warmup + cosine, clipping and a
-// non-finite guard), log (with the held-out loss when due) and save.
+// The loop, the torchtitan way: setup (devices, model, trainable, data, optimizer) and restore
+// the newest checkpoint, then per step: train_step (the trainable's loss of each micro-batch; one
+// optimizer step with warmup + cosine, clipping and a non-finite guard), log (with the held-out
+// loss when due) and save.
 #pragma once
 
 #include <torch/optim/adamw.h>
@@ -23,26 +23,14 @@
 #include "dist/collectives.h"
 #include "dist/dist_env.h"
 #include "dist/parallel_groups.h"
-#include "gates/gate_bank.h"
-#include "gates/scorer_bank.h"
 #include "model/decoder.h"
 #include "model/vision/image_processor.h"
 #include "trainer/train_settings.h"
+#include "trainer/trainable.h"
 
 namespace retain {
 
 int run_train(const std::string& recipe_path, const std::vector<std::string>& overrides);
-
-// What one optimizer step measured, over the whole global batch.
-struct StepStats {
-  double loss = 0, capacity = 0, kl = 0, ntp = 0;  // each rank's share of a global mean, summed
-  double mean_beta = 1, live = 0;                  // each rank's mean, averaged over the ranks
-  double tokens = 0;                               // document tokens in the global batch
-  double lr = 0, grad_norm = 0;
-  bool finite = true;
-  // Completes the fields above (all but lr, grad_norm, finite) over the ranks: one all-reduce.
-  void all_reduce(Collectives& comm);
-};
 
 class Trainer {
  public:
@@ -64,28 +52,21 @@ class Trainer {
   void save_checkpoint(int64_t step);
 
  private:
-  // What one forward of a batch yields: the loss parts, normalised by the step's count of targets
-  // (loss_targets).
-  struct BatchLoss {
-    at::Tensor base;      // averaged base loss
-    at::Tensor capacity;  // capacity loss of this micro-batch
-    double kl = 0, ntp = 0, mean_beta = 1, live = 0;
-    // The student's hook: with activation checkpointing, the backward pass re-runs each layer
-    // through it, so it must live until backward() has returned.
-    std::shared_ptr<LayerHook> student_hook;
-  };
+  // A packed batch on the model's device (with its images' features), through the trainable.
   BatchLoss forward(const PackedBatch& batch, int64_t targets, bool with_stats, Collectives& comm);
-  // train.trainable locret | kvzap: the scorer's regression loss of a batch.
-  BatchLoss scorer_forward(const at::Tensor& ids, const at::Tensor& positions,
-                           const at::Tensor& segments, const MultimodalInputs* multimodal,
-                           Collectives& comm);
+  // The step's micro-batches from the sampler; `targets` gets the global batch's count of loss
+  // targets and `tokens` its local count of document tokens.
+  std::vector<PackedBatch> next_micro_batches(int64_t step, int64_t* targets, double* tokens);
+  // Forward and backward of every micro-batch: the gradients accumulate, `stats` gets the losses.
+  void accumulate_gradients(const std::vector<PackedBatch>& micro, int64_t targets, bool with_stats,
+                            StepStats& stats);
+  // All-reduces the gradients and statistics, clips, and steps the optimizer unless the loss or
+  // the gradient is not finite (train.max_nonfinite_steps in a row abort the run).
+  void apply_gradients(int64_t step, StepStats& stats);
   // metrics.jsonl (and the progress bar's postfix) after step `step`: a full line every
   // log.every steps, the held-out loss every eval_every.
   void log_step(int64_t step, const StepStats& stats, bool log_now);
-  std::vector<at::Tensor> trainable() const;
   bool leader() const { return comm_->rank() == 0; }
-  // A step directory's manifest kind: gates | base | scorer.
-  std::string checkpoint_kind() const;
 
   TrainSettings s_;
   Config recipe_;
@@ -98,8 +79,7 @@ class Trainer {
   // replica, and the data-parallel group of this shard (data, token counts, statistics).
   std::shared_ptr<Collectives> comm_, tp_, dp_;
   std::unique_ptr<Decoder> model_;
-  std::unique_ptr<GateBank> gates_;
-  std::unique_ptr<ScorerBank> scorer_;  // train.trainable locret | kvzap
+  std::unique_ptr<Trainable> trainable_;  // train.trainable
   std::unique_ptr<PackedDataset> data_, heldout_;
   std::unique_ptr<ImageProcessorConfig> processor_;  // vision-language shards
   std::unique_ptr<Sampler> sampler_;

@@ -4,8 +4,6 @@
 // so a resumed run continues bit for bit.
 #include <torch/serialize.h>
 
-#include "checkpoints/gate_file.h"
-#include "checkpoints/scorer_file.h"
 #include "checkpoints/step_dir.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -14,10 +12,6 @@
 
 namespace retain {
 
-std::string Trainer::checkpoint_kind() const {
-  return s_.train_base ? "base" : s_.train_scorer() ? "scorer" : "gates";
-}
-
 void Trainer::save_checkpoint(int64_t step) {
   // Rank 0 writes while the others wait, so nobody reads a half-written step directory.
   if (!leader()) {
@@ -25,35 +19,20 @@ void Trainer::save_checkpoint(int64_t step) {
     return;
   }
   Json extra = {
-      {"kind", checkpoint_kind()},
+      {"kind", trainable_->checkpoint_kind()},
       {"recipe_sha256", recipe_sha_},
       {"base_files", base_files_},
       {"sampler", {{"epoch", sampler_->state().epoch}, {"consumed", sampler_->state().consumed}}},
       {"nonfinite", {{"consecutive", consecutive_nonfinite_}, {"skipped", skipped_steps_}}}};
   write_step_dir(s_.run_dir, step, extra, [&](const fs::path& dir) {
     SafetensorsWriter params;
-    if (gates_) {
-      for (const auto& [name, t] : gates_->named_parameters())
-        params.add(name, t.detach().to(at::kCPU));
-    } else if (scorer_) {
-      for (const auto& [name, t] : scorer_->named_parameters())
-        params.add(name, t.detach().to(at::kCPU));
-    } else {
-      for (const auto& [name, t] : model_->named_parameters())
-        params.add(name, t.detach().to(at::kCPU));
-    }
+    for (const auto& [name, t] : trainable_->named_parameters())
+      params.add(name, t.detach().to(at::kCPU));
     params.add("rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
     params.write(dir / "params.safetensors");
     torch::save(*optimizer_, (dir / "optimizer.pt").string());
     write_text_file_atomic(dir / "recipe.yaml", recipe_.dump());
-    if (gates_) {
-      GateFileInfo info{gates_->config(), base_fingerprint(model_->config()), s_.memory,
-                        s_.capacity == CapacityMode::kLocal ? "local" : "global", recipe_sha_};
-      write_gate_file(dir / "gates.safetensors", *gates_, info);
-    }
-    if (scorer_)
-      write_scorer_file(dir / "scorer.safetensors", *scorer_,
-                        {scorer_->config(), base_fingerprint(model_->config()), recipe_sha_});
+    trainable_->write_artifacts(dir);
   });
   prune_step_dirs(s_.run_dir, s_.keep_last_k);
   comm_->barrier();
@@ -71,7 +50,7 @@ int64_t Trainer::restore() {
     dir = fs::path(s_.resume);
   if (!dir) return 0;
   Json manifest = read_manifest(*dir);
-  RETAIN_CHECK(manifest.value("kind", "") == checkpoint_kind(), dir->string(),
+  RETAIN_CHECK(manifest.value("kind", "") == trainable_->checkpoint_kind(), dir->string(),
                ": checkpoint kind '", manifest.value("kind", ""),
                "' does not match train.trainable");
   // Gates (or a scorer) fitted to one base are no start for another: a base retrained in place
@@ -91,10 +70,7 @@ int64_t Trainer::restore() {
   auto params = SafetensorsFile::open(*dir / "params.safetensors");
   {
     at::NoGradGuard no_grad;
-    const auto& named = gates_    ? gates_->named_parameters()
-                        : scorer_ ? scorer_->named_parameters()
-                                  : model_->named_parameters();
-    for (const auto& [name, t] : named) {
+    for (const auto& [name, t] : trainable_->named_parameters()) {
       RETAIN_CHECK(params->contains(name), dir->string(), ": params.safetensors lacks '", name,
                    "' (was the run started with another gate or model config?)");
       RETAIN_CHECK(params->info(name).shape == t.sizes().vec(), dir->string(), ": '", name,
