@@ -146,7 +146,7 @@ void import_official_gates(const fs::path& official, const fs::path& model_dir,
   const bool mlp3 = file->contains(name(0, "linear3.weight"));
   const std::string out_layer = mlp3 ? "linear3" : "linear2";
   GateConfig config;
-  config.arch = mlp3 ? "mlp3" : "mlp2";
+  config.arch = mlp3 ? GateArch::kMlp3 : GateArch::kMlp2;
   const at::Tensor first_weight = file->tensor(name(0, "linear1.weight"));
   RETAIN_CHECK(first_weight.dim() == 2 && first_weight.size(1) == model.hidden_size, w, ": '",
                name(0, "linear1.weight"), "' has shape ", first_weight.sizes(),

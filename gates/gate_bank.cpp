@@ -8,8 +8,17 @@
 
 namespace retain {
 
+const char* gate_arch_name(GateArch arch) { return arch == GateArch::kMlp3 ? "mlp3" : "mlp2"; }
+
+GateArch parse_gate_arch(const std::string& name, const std::string& where) {
+  if (name == "mlp2") return GateArch::kMlp2;
+  RETAIN_CHECK(name == "mlp3", where, ": gates.arch '", name,
+               "' is not supported (expected mlp2 or mlp3)");
+  return GateArch::kMlp3;
+}
+
 Json GateConfig::to_json() const {
-  return {{"arch", arch},
+  return {{"arch", gate_arch_name(arch)},
           {"width", width},
           {"tie_projection", tie_projection},
           {"bias_init", bias_init},
@@ -18,7 +27,7 @@ Json GateConfig::to_json() const {
 
 GateConfig GateConfig::from_json(const Json& json, const std::string& where) {
   GateConfig c;
-  c.arch = json_get<std::string>(json, "arch", where);
+  c.arch = parse_gate_arch(json_get<std::string>(json, "arch", where), where);
   c.width = json_get<int64_t>(json, "width", where);
   c.tie_projection = json_get<bool>(json, "tie_projection", where);
   // Gate files written before these keys existed were made with the defaults.
@@ -30,8 +39,6 @@ GateConfig GateConfig::from_json(const Json& json, const std::string& where) {
 }
 
 void GateConfig::validate(const std::string& where) const {
-  RETAIN_CHECK(arch == "mlp2" || arch == "mlp3", where, ": gates.arch '", arch,
-               "' is not supported (expected mlp2 or mlp3)");
   RETAIN_CHECK(width > 0, where, ": gates.width must be positive, found ", width);
   RETAIN_CHECK(init_std >= 0, where, ": gates.init_std must be >= 0");
 }
@@ -50,7 +57,7 @@ GateBank::GateBank(const GateConfig& config, const ModelConfig& model, at::Devic
   auto zeros = [&](std::vector<int64_t> shape) {
     return at::zeros(shape, opts.device(device)).requires_grad_(true);
   };
-  const bool mlp3 = config.arch == "mlp3";
+  const bool mlp3 = config.arch == GateArch::kMlp3;
   const std::string out_name = mlp3 ? "linear3" : "linear2";
   at::Tensor tied_w, tied_b;
   if (config.tie_projection) {

@@ -28,8 +28,13 @@
 
 namespace retain {
 
+// The gate MLP per layer: TrimKV's two layers (mlp2) or DBTrimKV's three (mlp3).
+enum class GateArch { kMlp2, kMlp3 };
+const char* gate_arch_name(GateArch arch);  // mlp2 | mlp3, as recipes and gate files write it
+GateArch parse_gate_arch(const std::string& name, const std::string& where);
+
 struct GateConfig {
-  std::string arch = "mlp3";  // mlp2 (TrimKV) | mlp3 (DBTrimKV)
+  GateArch arch = GateArch::kMlp3;
   int64_t width = 512;
   bool tie_projection = true;
   double bias_init = 18.0;

@@ -281,7 +281,7 @@ SyntheticEvalOptions every_policy_sweep(const testing::TempDir& dir) {
   const std::string model_dir = make_tiny_llama(dir);
   const ModelConfig config = ModelConfig::load(model_dir);
   GateConfig gate_config;
-  gate_config.arch = "mlp2";
+  gate_config.arch = GateArch::kMlp2;
   gate_config.width = 8;
   gate_config.bias_init = 0;  // well-separated retention scores, not all ~1
   gate_config.init_std = 0.5;

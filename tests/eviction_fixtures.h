@@ -51,7 +51,7 @@ inline double probe_scale(int64_t layer, int64_t head, bool distinct) {
 
 inline std::unique_ptr<GateBank> probe_gates(const ModelConfig& c, bool distinct = false) {
   GateConfig g;
-  g.arch = "mlp2";
+  g.arch = GateArch::kMlp2;
   g.width = 1;
   g.tie_projection = false;
   auto bank = std::make_unique<GateBank>(g, c, at::kCPU, 0);

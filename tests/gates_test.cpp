@@ -90,7 +90,7 @@ TEST(Gates, BetaOneReproducesTheBaseModel) {
 TEST(Gates, TiedProjectionIsOneParameterWhoseGradientSumsAllLayers) {
   Decoder model = Decoder::load(qwen3_dir(), {});
   GateConfig config;
-  config.arch = "mlp3";
+  config.arch = GateArch::kMlp3;
   config.width = 16;
   GateBank tied(config, model.config(), at::kCPU, 3);
   const int64_t layers = model.config().num_layers;
@@ -116,7 +116,7 @@ TEST(Gates, TiedProjectionIsOneParameterWhoseGradientSumsAllLayers) {
   EXPECT_TRUE(at::allclose(tied_w.grad(), at::stack(per_layer).sum(0), 1e-6, 1e-8));
 
   config.tie_projection = false;
-  config.arch = "mlp2";
+  config.arch = GateArch::kMlp2;
   GateBank untied(config, model.config(), at::kCPU, 3);
   EXPECT_EQ(untied.named_parameters().size(), static_cast<size_t>(4 * layers));
   EXPECT_EQ(untied.named_parameters()[2].first, "layers.0.gate.linear2.weight");

@@ -253,7 +253,7 @@ TEST(Trainer, OfficialGateNamesImport) {
   ModelConfig config = ModelConfig::load(dir / "model");
   for (bool mlp3 : {true, false}) {
     GateConfig gc;
-    gc.arch = mlp3 ? "mlp3" : "mlp2";
+    gc.arch = mlp3 ? GateArch::kMlp3 : GateArch::kMlp2;
     gc.width = 8;
     gc.tie_projection = mlp3;
     GateBank bank(gc, config, at::kCPU, 9);

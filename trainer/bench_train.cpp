@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "dist/collectives.h"
+#include "gates/gate_bank.h"
 #include "gates/losses.h"
 #include "kernels/bench_kernels.h"
 #include "kernels/device_info.h"
@@ -33,8 +34,7 @@ void check_options(const BenchTrainOptions& o) {
                "bench train: --iters must be >= 1 and --warmup >= 0");
   RETAIN_CHECK(o.attention == "kernel" || o.attention == "reference", "bench train: --attention '",
                o.attention, "' (expected kernel or reference)");
-  RETAIN_CHECK(o.gates == "mlp2" || o.gates == "mlp3", "bench train: --gates '", o.gates,
-               "' (expected mlp2 or mlp3)");
+  parse_gate_arch(o.gates, "bench train --gates");
   RETAIN_CHECK(o.memory > 0, "bench train: --memory must be positive, found ", o.memory);
   RETAIN_CHECK(o.logit_block >= 1, "bench train: --logit-block must be >= 1");
 }

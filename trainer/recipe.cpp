@@ -75,7 +75,10 @@ const std::vector<RecipeKey>& recipe_schema() {
       {"model.dtype", "auto",
        "auto | fp32 | bf16 | fp16 (auto: checkpoint dtype on CUDA, fp32 on CPU)",
        into(&TrainSettings::dtype)},
-      {"gates.arch", kGates.arch, "mlp2 (TrimKV) | mlp3 (DBTrimKV)", into_gates(&GateConfig::arch)},
+      {"gates.arch", gate_arch_name(kGates.arch), "mlp2 (TrimKV) | mlp3 (DBTrimKV)",
+       [](const Config& r, const std::string& key, TrainSettings& s) {
+         s.gates.arch = parse_gate_arch(r.get<std::string>(key), r.where());
+       }},
       {"gates.width", Json(kGates.width).dump(), "hidden width r of the gate MLPs",
        into_gates(&GateConfig::width)},
       {"gates.tie_projection", Json(kGates.tie_projection).dump(),
