@@ -39,7 +39,7 @@ class Trainer {
   // Everything from setup to the last checkpoint; 0 on success.
   int run();
 
-  // Devices, collectives, model, gates, data and optimizer; writes the resolved recipe.
+  // Devices, collectives, model, trainable, data and optimizer; writes the resolved recipe.
   void setup();
   // The newest checkpoint (train.resume) restored: the step to continue from (0: none).
   int64_t restore();
