@@ -58,7 +58,8 @@ std::shared_ptr<const ScorerBank> load_scorer_file(const fs::path& path, const M
   const std::string key =
       str_cat(fs::absolute(path).string(), "|", device.str(), "|", base_fingerprint(model));
   std::lock_guard<std::mutex> lock(mutex);
-  auto check_kind = [&](const std::string& found) {
+  auto check_kind = [&](ScorerKind found_kind) {
+    const std::string found = scorer_kind_name(found_kind);
     RETAIN_CHECK(kind.empty() || found == kind, path.string(), ": a ", found,
                  " scorer, but the policy is ", kind);
   };

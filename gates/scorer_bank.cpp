@@ -9,13 +9,24 @@
 
 namespace retain {
 
+const char* scorer_kind_name(ScorerKind kind) {
+  return kind == ScorerKind::kLocret ? "locret" : "kvzap";
+}
+
+ScorerKind parse_scorer_kind(const std::string& name, const std::string& where) {
+  if (name == "locret") return ScorerKind::kLocret;
+  RETAIN_CHECK(name == "kvzap", where, ": scorer kind '", name,
+               "' is not supported (expected locret or kvzap)");
+  return ScorerKind::kKvzap;
+}
+
 Json ScorerConfig::to_json() const {
-  return {{"kind", kind}, {"width", width}, {"init_std", init_std}};
+  return {{"kind", scorer_kind_name(kind)}, {"width", width}, {"init_std", init_std}};
 }
 
 ScorerConfig ScorerConfig::from_json(const Json& json, const std::string& where) {
   ScorerConfig c;
-  c.kind = json_get<std::string>(json, "kind", where);
+  c.kind = parse_scorer_kind(json_get<std::string>(json, "kind", where), where);
   c.width = json_get<int64_t>(json, "width", where);
   c.init_std = json_get_optional<double>(json, "init_std", where).value_or(ScorerConfig{}.init_std);
   c.validate(where);
@@ -23,8 +34,6 @@ ScorerConfig ScorerConfig::from_json(const Json& json, const std::string& where)
 }
 
 void ScorerConfig::validate(const std::string& where) const {
-  RETAIN_CHECK(kind == "locret" || kind == "kvzap", where, ": scorer kind '", kind,
-               "' is not supported (expected locret or kvzap)");
   RETAIN_CHECK(width > 0, where, ": scorer width must be positive, found ", width);
   RETAIN_CHECK(init_std >= 0, where, ": scorer init_std must be >= 0, found ", init_std);
 }
@@ -34,8 +43,8 @@ ScorerBank::ScorerBank(const ScorerConfig& config, const ModelConfig& model, at:
     : config_(config), activation_(model.activation) {
   config_.validate("scorer");
   const int64_t r = config.width, hk = model.num_kv_heads;
-  input_size_ =
-      config.kind == "locret" ? (model.num_heads + 2 * hk) * model.head_dim : model.hidden_size;
+  input_size_ = config.kind == ScorerKind::kLocret ? (model.num_heads + 2 * hk) * model.head_dim
+                                                   : model.hidden_size;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   auto opts = at::TensorOptions().dtype(at::kFloat);
   // Drawn on the CPU in a fixed order so every device and rank starts from the same weights.
@@ -61,7 +70,7 @@ at::Tensor ScorerBank::score(const LayerTensors& t) const {
                t.layer, " out of range");
   const Layer& s = layers_[t.layer];
   at::Tensor input;
-  if (config_.kind == "locret") {
+  if (config_.kind == ScorerKind::kLocret) {
     // (B, heads, T, D) -> (B, T, heads D) each, then one row per token.
     auto flat = [](const at::Tensor& x) {
       return x.transpose(1, 2).reshape({x.size(0), x.size(2), -1});
@@ -80,19 +89,19 @@ std::vector<at::Tensor> ScorerBank::parameters() const { return tensors_of(param
 
 void ScorerBank::load(const std::vector<std::pair<std::string, at::Tensor>>& named,
                       const std::string& where) {
-  load_named(params_, named, where, "scorer", "this model's " + config_.kind + " scorer needs");
+  load_named(params_, named, where, "scorer",
+             str_cat("this model's ", scorer_kind_name(config_.kind), " scorer needs"));
 }
 
-at::Tensor scorer_target(const std::string& kind, const at::Tensor& q, const at::Tensor& k,
+at::Tensor scorer_target(ScorerKind kind, const at::Tensor& q, const at::Tensor& k,
                          const at::Tensor& segments) {
-  if (kind == "locret") return future_attention(q, k, segments);
-  RETAIN_CHECK(kind == "kvzap", "scorer_target: unknown kind '", kind, "'");
+  if (kind == ScorerKind::kLocret) return future_attention(q, k, segments);
   // A real token attends to itself, so its importance is > 0; padding's is 0 and is never scored
   // (the floor only keeps the log finite there).
   return future_attention(q, k, segments).clamp_min(1e-30).log();
 }
 
-ScorerLossSums scorer_loss_sums(const std::string& kind, const at::Tensor& prediction,
+ScorerLossSums scorer_loss_sums(ScorerKind kind, const at::Tensor& prediction,
                                 const at::Tensor& target, const at::Tensor& segments) {
   RETAIN_CHECK(prediction.sizes() == target.sizes() && prediction.dim() == 3 &&
                    segments.sizes() == at::IntArrayRef({prediction.size(0), prediction.size(2)}),
@@ -101,7 +110,7 @@ ScorerLossSums scorer_loss_sums(const std::string& kind, const at::Tensor& predi
                prediction.sizes(), ", ", target.sizes(), " and ", segments.sizes());
   const auto diff = prediction - target.to(prediction.scalar_type());
   // SmoothL1 with beta 1: 0.5 x^2 below |x| = 1, |x| - 0.5 above (torch's smooth_l1_loss).
-  const auto per_entry = kind == "locret"
+  const auto per_entry = kind == ScorerKind::kLocret
                              ? at::where(diff.abs() < 1, 0.5 * diff * diff, diff.abs() - 0.5)
                              : diff * diff;
   const auto real = (segments >= 0).unsqueeze(1).to(per_entry.scalar_type());  // (B, 1, T)

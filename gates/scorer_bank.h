@@ -23,8 +23,14 @@
 
 namespace retain {
 
+// Which learned competitor a scorer is: Locret's retaining heads (over q, k, v) or KVzap's
+// hidden-state scorer. Its name is the eviction policy it serves (--policy locret | kvzap).
+enum class ScorerKind { kLocret, kKvzap };
+const char* scorer_kind_name(ScorerKind kind);
+ScorerKind parse_scorer_kind(const std::string& name, const std::string& where);
+
 struct ScorerConfig {
-  std::string kind = "locret";  // locret | kvzap
+  ScorerKind kind = ScorerKind::kLocret;
   int64_t width = 256;
   double init_std = 0.02;
 
@@ -64,7 +70,7 @@ class ScorerBank {
 
 // The target of `config.kind` for one layer, (B, Hk, T) fp32 without grad: locret the causal
 // importance (max future attention), kvzap its log.
-at::Tensor scorer_target(const std::string& kind, const at::Tensor& q, const at::Tensor& k,
+at::Tensor scorer_target(ScorerKind kind, const at::Tensor& q, const at::Tensor& k,
                          const at::Tensor& segments);
 
 // The loss of predictions against targets (both (B, Hk, T)) summed over the entries of real
@@ -74,7 +80,7 @@ struct ScorerLossSums {
   at::Tensor sum;
   int64_t count = 0;
 };
-ScorerLossSums scorer_loss_sums(const std::string& kind, const at::Tensor& prediction,
+ScorerLossSums scorer_loss_sums(ScorerKind kind, const at::Tensor& prediction,
                                 const at::Tensor& target, const at::Tensor& segments);
 
 }  // namespace retain

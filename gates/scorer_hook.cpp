@@ -10,7 +10,7 @@ at::Tensor ScorerTrainingHook::attend(const LayerTensors& t) {
     at::NoGradGuard no_grad;
     out = plain_.attend(t);
   }
-  const std::string& kind = scorer_.config().kind;
+  const ScorerKind kind = scorer_.config().kind;
   const at::Tensor target = scorer_target(kind, t.q, t.k, segments_);
   at::AutoGradMode with_grad(true);  // the scorer's forward alone records a graph
   const ScorerLossSums sums = scorer_loss_sums(kind, scorer_.score(t), target, segments_);

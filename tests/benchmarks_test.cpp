@@ -297,7 +297,7 @@ SyntheticEvalOptions every_policy_sweep(const testing::TempDir& dir) {
   o.sweep.model.gates_dir = dir.path().string();
   for (const std::string kind : {"locret", "kvzap"}) {
     ScorerConfig scorer_config;
-    scorer_config.kind = kind;
+    scorer_config.kind = parse_scorer_kind(kind, "test");
     scorer_config.width = 8;
     scorer_config.init_std = 0.5;
     write_scorer_file(dir / (kind + ".safetensors"), ScorerBank(scorer_config, config, at::kCPU, 4),

@@ -47,7 +47,7 @@ Learned learned_for(const PolicySpec& policy, const ModelConfig& c) {
   l.gates = probe_gates(c);
   if (policy.needs_scorer()) {
     ScorerConfig config;
-    config.kind = policy.name();
+    config.kind = parse_scorer_kind(policy.name(), "test");
     config.width = 8;
     config.init_std = 0.5;
     l.scorer = std::make_unique<ScorerBank>(config, c, at::kCPU, 7);

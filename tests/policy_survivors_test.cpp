@@ -245,7 +245,7 @@ TEST(Eviction, ProtectedQuestionSurvivesThePrefillOnly) {
 TEST(Eviction, LearnedScorersKeepTheirTopScores) {
   auto c = tiny_config(1, 2);
   ScorerConfig config;
-  config.kind = "kvzap";
+  config.kind = ScorerKind::kKvzap;
   config.width = 1;
   ScorerBank scorer(config, c, at::kCPU, 0);
   auto w1 = at::zeros({1, 8});

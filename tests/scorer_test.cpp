@@ -83,11 +83,11 @@ TEST(ScorerLoss, FormulasOnHandMadeNumbers) {
   auto pred = at::tensor({0.5f, -2.0f, 9.0f, 3.0f, 0.1f, 9.0f}).view({1, 2, 3});
   auto target = at::zeros({1, 2, 3});
   auto seg = at::tensor({0L, 0L, -1L}).view({1, 3});
-  auto smooth = scorer_loss_sums("locret", pred, target, seg);
+  auto smooth = scorer_loss_sums(ScorerKind::kLocret, pred, target, seg);
   // SmoothL1 (beta 1): 0.125 + 1.5 + 2.5 + 0.005.
   EXPECT_NEAR(smooth.sum.item<double>(), 0.125 + 1.5 + 2.5 + 0.005, 1e-6);
   EXPECT_EQ(smooth.count, 4);
-  auto squared = scorer_loss_sums("kvzap", pred, target, seg);
+  auto squared = scorer_loss_sums(ScorerKind::kKvzap, pred, target, seg);
   EXPECT_NEAR(squared.sum.item<double>(), 0.25 + 4 + 9 + 0.01, 1e-5);
   EXPECT_EQ(squared.count, 4);
   // locret's target is the causal importance, kvzap's its log.
@@ -95,8 +95,8 @@ TEST(ScorerLoss, FormulasOnHandMadeNumbers) {
   auto q = at::randn({2, 4, 13, 8}), k = at::randn({2, 2, 13, 8});
   auto segs = two_rows_segments();
   auto importance = future_attention(q, k, segs);
-  EXPECT_TRUE(at::equal(scorer_target("locret", q, k, segs), importance));
-  auto logs = scorer_target("kvzap", q, k, segs);
+  EXPECT_TRUE(at::equal(scorer_target(ScorerKind::kLocret, q, k, segs), importance));
+  auto logs = scorer_target(ScorerKind::kKvzap, q, k, segs);
   EXPECT_LT((logs.narrow(2, 0, 10) - importance.narrow(2, 0, 10).log()).abs().max().item<double>(),
             1e-6);
 }
@@ -117,7 +117,7 @@ TEST(ScorerBank, ShapesNamesAndLoading) {
   EXPECT_EQ(bank.score({0, hidden, q, k, k, pos, q}).sizes(),
             at::IntArrayRef({2, c.num_kv_heads, 5}));
   ScorerConfig kvzap;
-  kvzap.kind = "kvzap";
+  kvzap.kind = ScorerKind::kKvzap;
   kvzap.width = 16;
   ScorerBank zap(kvzap, c, at::kCPU, 3);
   EXPECT_EQ(zap.input_size(), c.hidden_size);
@@ -133,9 +133,8 @@ TEST(ScorerBank, ShapesNamesAndLoading) {
   partial.pop_back();
   EXPECT_ERROR_CONTAINS(other.load(partial, "b.safetensors"),
                         "b.safetensors: missing scorer tensor");
-  ScorerConfig bad;
-  bad.kind = "h2o";
-  EXPECT_ERROR_CONTAINS(ScorerBank(bad, c, at::kCPU, 0), "scorer kind 'h2o' is not supported");
+  EXPECT_ERROR_CONTAINS(ScorerConfig::from_json({{"kind", "h2o"}, {"width", 8}}, "s.json"),
+                        "scorer kind 'h2o' is not supported");
 }
 
 // Records what every layer computed while the model runs plain attention.
@@ -172,12 +171,12 @@ TEST(ScorerBank, FittingLowersTheLoss) {
   }
   for (const std::string kind : {"locret", "kvzap"}) {
     ScorerConfig config;
-    config.kind = kind;
+    config.kind = parse_scorer_kind(kind, "test");
     config.width = 32;
     ScorerBank bank(config, c, at::kCPU, 1);
     std::vector<at::Tensor> targets;
     for (const auto& l : recorder.layers)
-      targets.push_back(scorer_target(kind, l.q, l.k, segments));
+      targets.push_back(scorer_target(config.kind, l.q, l.k, segments));
     torch::optim::Adam adam(bank.parameters(), torch::optim::AdamOptions(3e-3));
     auto loss_now = [&] {
       at::Tensor sum = at::zeros({});
@@ -186,7 +185,7 @@ TEST(ScorerBank, FittingLowersTheLoss) {
         const auto& l = recorder.layers[li];
         auto pred =
             bank.score({static_cast<int64_t>(li), l.hidden, l.q, l.k, l.v, l.positions, l.q});
-        auto s = scorer_loss_sums(kind, pred, targets[li], segments);
+        auto s = scorer_loss_sums(config.kind, pred, targets[li], segments);
         sum = sum + s.sum;
         count += s.count;
       }

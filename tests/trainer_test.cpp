@@ -163,7 +163,7 @@ TEST(Trainer, LearnedScorersTrainResumeAndExport) {
     export_checkpoint(dir / kind, dir / (kind + ".safetensors"));
     const ModelConfig config = ModelConfig::load(dir / "model");
     auto scorer = load_scorer_file(dir / (kind + ".safetensors"), config, at::kCPU, kind);
-    EXPECT_EQ(scorer->config().kind, kind);
+    EXPECT_EQ(scorer_kind_name(scorer->config().kind), kind);
     EXPECT_EQ(scorer->config().width, 16);
     EXPECT_ERROR_CONTAINS(load_scorer_file(dir / (kind + ".safetensors"), config, at::kCPU,
                                            kind == "locret" ? "kvzap" : "locret"),

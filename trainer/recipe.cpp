@@ -165,7 +165,7 @@ const std::vector<RecipeKey>& recipe_schema() {
            }
          RETAIN_CHECK(known, r.where(), ": ", key, " '", trainable,
                       "' is not supported (expected gates, base, locret or kvzap)");
-         if (s.train_scorer()) s.scorer.kind = trainable;
+         if (s.train_scorer()) s.scorer.kind = parse_scorer_kind(trainable, r.where());
        }},
       {"train.activation_checkpointing", "false", "recompute each layer in the backward pass",
        into(&TrainSettings::activation_checkpointing)},

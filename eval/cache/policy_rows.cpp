@@ -17,8 +17,10 @@ std::unique_ptr<EvictionPolicy> checked_policy(const PolicySpec& spec, int64_t b
   RETAIN_CHECK(!spec.needs_scorer() || learned.scorer != nullptr, "--policy ", spec.name(),
                " needs its learned scorer: ", spec.name(), ":scorer=FILE (retain export of a ",
                spec.name(), " run)");
-  RETAIN_CHECK(!spec.needs_scorer() || learned.scorer->config().kind == spec.name(), "--policy ",
-               spec.name(), ": its scorer file holds a ", learned.scorer->config().kind, " scorer");
+  RETAIN_CHECK(
+      !spec.needs_scorer() || scorer_kind_name(learned.scorer->config().kind) == spec.name(),
+      "--policy ", spec.name(), ": its scorer file holds a ",
+      scorer_kind_name(learned.scorer->config().kind), " scorer");
   return make_policy(spec, budget);
 }
 
