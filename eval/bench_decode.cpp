@@ -79,7 +79,8 @@ std::unique_ptr<GateBank> make_bench_gates(const PolicySpec& policy, const Model
                                            c10::Device device, uint64_t seed) {
   if (!policy.needs_gates()) return nullptr;
   GateConfig g;
-  g.arch = policy.global() ? GateArch::kMlp3 : GateArch::kMlp2;  // as the demo trains dbtrimkv and trimkv
+  g.arch = policy.global() ? GateArch::kMlp3
+                           : GateArch::kMlp2;  // as the demo trains dbtrimkv and trimkv
   g.bias_init = 4.0;  // betas around 0.98: scores that differ between tokens
   return std::make_unique<GateBank>(g, config, device, seed);
 }
