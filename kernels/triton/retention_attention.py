@@ -20,9 +20,11 @@ positions, segments (B, T) int32 (segment -1: padding, sees and is seen by nothi
 reads KV head h // (H / Hk). out (B, H, T, D); lse (B, H, T) fp32, natural log, -inf on a row that
 sees no key.
 
-Tile skipping: for tiles of `tile` tokens the host passes the smallest and largest segment id of
-each tile (tile_segment_ranges). A query tile and a key tile whose ranges do not overlap share no
-document and are skipped, as are key tiles after a query tile's last row.
+Tile skipping: the host passes, per query tile, the first key tile any of its rows can see
+(KV_START: the tile of the first token of the row's document) and, per key tile, the end of the
+query tiles that can see it (Q_END) (tile_ranges in retention_host.py). The loops run over those
+ranges only, with no branch inside (which would keep Triton from pipelining the loads); causality
+bounds them on the other side. A tile inside the range that a row cannot see is masked.
 
 The kernels' parameters are the ABI of the cubins: kernels/triton_launch.cpp passes the same
 arguments in the same order (plus Triton's two scratch pointers); change both together.
@@ -33,13 +35,6 @@ import triton.language as tl
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
-
-
-@triton.jit
-def _tiles_meet(lo_ptr, hi_ptr, tile, other_lo, other_hi):
-    lo = tl.load(lo_ptr + tile)
-    hi = tl.load(hi_ptr + tile)
-    return (lo <= other_hi) & (other_lo <= hi)
 
 
 @triton.jit
@@ -54,7 +49,7 @@ def _scores_log2(q, k, a, pos_q, pos_k, seg_q, seg_k, rows, cols, T, scale_log2)
 
 
 @triton.jit
-def retention_fwd(Q, K, V, A, POS, SEG, QLO, QHI, KLO, KHI, OUT, LSE, scale, T, H, HK, NQT, NKT,
+def retention_fwd(Q, K, V, A, POS, SEG, KV_START, OUT, LSE, scale, T, H, HK, NQT,
                   D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     qt = tl.program_id(0)
     bh = tl.program_id(1)
@@ -68,34 +63,32 @@ def retention_fwd(Q, K, V, A, POS, SEG, QLO, QHI, KLO, KHI, OUT, LSE, scale, T, 
     q = tl.load(Q + q_base + rows[:, None] * D + dims[None, :], mask=row_ok[:, None], other=0.0)
     pos_q = tl.load(POS + b * T + rows, mask=row_ok, other=0)
     seg_q = tl.load(SEG + b * T + rows, mask=row_ok, other=-1)
-    q_lo = tl.load(QLO + b * NQT + qt)
-    q_hi = tl.load(QHI + b * NQT + qt)
+    kt_start = tl.load(KV_START + b * NQT + qt)
+    kt_end = (tl.minimum(qt * BLOCK_M + BLOCK_M, T) - 1) // BLOCK_N + 1  # keys after the last row
     scale_log2 = scale * 1.4426950408889634
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, D], tl.float32)
-    last_row = tl.minimum(qt * BLOCK_M + BLOCK_M, T) - 1
-    for kt in range(0, last_row // BLOCK_N + 1):
-        if _tiles_meet(KLO + b * NKT, KHI + b * NKT, kt, q_lo, q_hi):
-            cols = kt * BLOCK_N + tl.arange(0, BLOCK_N)
-            col_ok = cols < T
-            k = tl.load(K + (kv_base + cols[:, None]) * D + dims[None, :], mask=col_ok[:, None],
-                        other=0.0)
-            v = tl.load(V + (kv_base + cols[:, None]) * D + dims[None, :], mask=col_ok[:, None],
-                        other=0.0)
-            a = tl.load(A + kv_base + cols, mask=col_ok, other=0.0)
-            pos_k = tl.load(POS + b * T + cols, mask=col_ok, other=0)
-            seg_k = tl.load(SEG + b * T + cols, mask=col_ok, other=-2)
-            s, _ = _scores_log2(q, k, a, pos_q, pos_k, seg_q, seg_k, rows, cols, T, scale_log2)
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            # Rows that have seen nothing yet keep -inf: shift them by 0 so exp2 gives 0, not NaN.
-            shift = tl.where(m_new == float("-inf"), 0.0, m_new)
-            p = tl.exp2(s - shift[:, None])
-            alpha = tl.exp2(m_i - shift)
-            l_i = l_i * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-            m_i = m_new
+    for kt in range(kt_start, kt_end):
+        cols = kt * BLOCK_N + tl.arange(0, BLOCK_N)
+        col_ok = cols < T
+        k = tl.load(K + (kv_base + cols[:, None]) * D + dims[None, :], mask=col_ok[:, None],
+                    other=0.0)
+        v = tl.load(V + (kv_base + cols[:, None]) * D + dims[None, :], mask=col_ok[:, None],
+                    other=0.0)
+        a = tl.load(A + kv_base + cols, mask=col_ok, other=0.0)
+        pos_k = tl.load(POS + b * T + cols, mask=col_ok, other=0)
+        seg_k = tl.load(SEG + b * T + cols, mask=col_ok, other=-2)
+        s, _ = _scores_log2(q, k, a, pos_q, pos_k, seg_q, seg_k, rows, cols, T, scale_log2)
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        # Rows that have seen nothing yet keep -inf: shift them by 0 so exp2 gives 0, not NaN.
+        shift = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.exp2(s - shift[:, None])
+        alpha = tl.exp2(m_i - shift)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m_i = m_new
     seen = l_i > 0
     out = acc / tl.where(seen, l_i, 1.0)[:, None]
     tl.store(OUT + q_base + rows[:, None] * D + dims[None, :], out.to(OUT.dtype.element_ty),
@@ -119,9 +112,8 @@ def retention_bwd_delta(OUT, DOUT, DELTA, T, D: tl.constexpr, BLOCK_M: tl.conste
 
 
 @triton.jit
-def retention_bwd_dkdv(Q, K, V, A, POS, SEG, QLO, QHI, KLO, KHI, DOUT, LSE, DELTA, DK, DV, DA,
-                       scale, T, H, HK, NQT, NKT, D: tl.constexpr, BLOCK_M: tl.constexpr,
-                       BLOCK_N: tl.constexpr):
+def retention_bwd_dkdv(Q, K, V, A, POS, SEG, Q_END, DOUT, LSE, DELTA, DK, DV, DA, scale, T, H,
+                       HK, NKT, D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """One program per (key tile, KV head, row): dK, dV and d a of the tile, summed in registers
     over the G query heads of the group and every query tile that sees it (no atomics)."""
     kt = tl.program_id(0)
@@ -137,8 +129,8 @@ def retention_bwd_dkdv(Q, K, V, A, POS, SEG, QLO, QHI, KLO, KHI, DOUT, LSE, DELT
     a = tl.load(A + kv_base + cols, mask=col_ok, other=0.0)
     pos_k = tl.load(POS + b * T + cols, mask=col_ok, other=0)
     seg_k = tl.load(SEG + b * T + cols, mask=col_ok, other=-2)
-    k_lo = tl.load(KLO + b * NKT + kt)
-    k_hi = tl.load(KHI + b * NKT + kt)
+    qt_start = (kt * BLOCK_N) // BLOCK_M  # query tiles before the key tile's first key: masked
+    qt_end = tl.load(Q_END + b * NKT + kt)
     scale_log2 = scale * 1.4426950408889634
 
     dk = tl.zeros([BLOCK_N, D], tl.float32)
@@ -147,28 +139,27 @@ def retention_bwd_dkdv(Q, K, V, A, POS, SEG, QLO, QHI, KLO, KHI, DOUT, LSE, DELT
     for g in range(0, group):
         bh = b * H + (bhk % HK) * group + g
         q_base = bh.to(tl.int64) * T
-        for qt in range((kt * BLOCK_N) // BLOCK_M, NQT):
-            if _tiles_meet(QLO + b * NQT, QHI + b * NQT, qt, k_lo, k_hi):
-                rows = qt * BLOCK_M + tl.arange(0, BLOCK_M)
-                row_ok = rows < T
-                q = tl.load(Q + (q_base + rows[:, None]) * D + dims[None, :], mask=row_ok[:, None],
-                            other=0.0)
-                do = tl.load(DOUT + (q_base + rows[:, None]) * D + dims[None, :],
-                             mask=row_ok[:, None], other=0.0)
-                lse = tl.load(LSE + q_base + rows, mask=row_ok, other=0.0)
-                delta = tl.load(DELTA + q_base + rows, mask=row_ok, other=0.0)
-                pos_q = tl.load(POS + b * T + rows, mask=row_ok, other=0)
-                seg_q = tl.load(SEG + b * T + rows, mask=row_ok, other=-1)
-                s, distance = _scores_log2(q, k, a, pos_q, pos_k, seg_q, seg_k, rows, cols, T,
-                                           scale_log2)
-                # A row that sees no key has lse -inf and every score -inf: use 0 so p is 0.
-                lse_log2 = tl.where(lse == float("-inf"), 0.0, lse * 1.4426950408889634)
-                p = tl.exp2(s - lse_log2[:, None])
-                dv += tl.dot(tl.trans(p.to(do.dtype)), do)
-                dp = tl.dot(do, tl.trans(v))
-                ds = p * (dp - delta[:, None])
-                dk += tl.dot(tl.trans(ds.to(q.dtype)), q)
-                da += tl.sum(ds * distance, 0)
+        for qt in range(qt_start, qt_end):
+            rows = qt * BLOCK_M + tl.arange(0, BLOCK_M)
+            row_ok = rows < T
+            q = tl.load(Q + (q_base + rows[:, None]) * D + dims[None, :], mask=row_ok[:, None],
+                        other=0.0)
+            do = tl.load(DOUT + (q_base + rows[:, None]) * D + dims[None, :], mask=row_ok[:, None],
+                         other=0.0)
+            lse = tl.load(LSE + q_base + rows, mask=row_ok, other=0.0)
+            delta = tl.load(DELTA + q_base + rows, mask=row_ok, other=0.0)
+            pos_q = tl.load(POS + b * T + rows, mask=row_ok, other=0)
+            seg_q = tl.load(SEG + b * T + rows, mask=row_ok, other=-1)
+            s, distance = _scores_log2(q, k, a, pos_q, pos_k, seg_q, seg_k, rows, cols, T,
+                                       scale_log2)
+            # A row that sees no key has lse -inf and every score -inf: use 0 so p is 0.
+            lse_log2 = tl.where(lse == float("-inf"), 0.0, lse * 1.4426950408889634)
+            p = tl.exp2(s - lse_log2[:, None])
+            dv += tl.dot(tl.trans(p.to(do.dtype)), do)
+            dp = tl.dot(do, tl.trans(v))
+            ds = p * (dp - delta[:, None])
+            dk += tl.dot(tl.trans(ds.to(q.dtype)), q)
+            da += tl.sum(ds * distance, 0)
     tl.store(DK + (kv_base + cols[:, None]) * D + dims[None, :], (dk * scale).to(DK.dtype.element_ty),
              mask=col_ok[:, None])
     tl.store(DV + (kv_base + cols[:, None]) * D + dims[None, :], dv.to(DV.dtype.element_ty),
@@ -177,8 +168,8 @@ def retention_bwd_dkdv(Q, K, V, A, POS, SEG, QLO, QHI, KLO, KHI, DOUT, LSE, DELT
 
 
 @triton.jit
-def retention_bwd_dq(Q, K, V, A, POS, SEG, QLO, QHI, KLO, KHI, DOUT, LSE, DELTA, DQ, scale, T, H,
-                     HK, NQT, NKT, D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def retention_bwd_dq(Q, K, V, A, POS, SEG, KV_START, DOUT, LSE, DELTA, DQ, scale, T, H, HK, NQT,
+                     D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """One program per (query tile, query head, row): dQ of the tile over the key tiles it sees."""
     qt = tl.program_id(0)
     bh = tl.program_id(1)
@@ -197,34 +188,32 @@ def retention_bwd_dq(Q, K, V, A, POS, SEG, QLO, QHI, KLO, KHI, DOUT, LSE, DELTA,
     delta = tl.load(DELTA + q_base + rows, mask=row_ok, other=0.0)
     pos_q = tl.load(POS + b * T + rows, mask=row_ok, other=0)
     seg_q = tl.load(SEG + b * T + rows, mask=row_ok, other=-1)
-    q_lo = tl.load(QLO + b * NQT + qt)
-    q_hi = tl.load(QHI + b * NQT + qt)
+    kt_start = tl.load(KV_START + b * NQT + qt)
+    kt_end = (tl.minimum(qt * BLOCK_M + BLOCK_M, T) - 1) // BLOCK_N + 1
     scale_log2 = scale * 1.4426950408889634
 
     dq = tl.zeros([BLOCK_M, D], tl.float32)
-    last_row = tl.minimum(qt * BLOCK_M + BLOCK_M, T) - 1
-    for kt in range(0, last_row // BLOCK_N + 1):
-        if _tiles_meet(KLO + b * NKT, KHI + b * NKT, kt, q_lo, q_hi):
-            cols = kt * BLOCK_N + tl.arange(0, BLOCK_N)
-            col_ok = cols < T
-            k = tl.load(K + (kv_base + cols[:, None]) * D + dims[None, :], mask=col_ok[:, None],
-                        other=0.0)
-            v = tl.load(V + (kv_base + cols[:, None]) * D + dims[None, :], mask=col_ok[:, None],
-                        other=0.0)
-            a = tl.load(A + kv_base + cols, mask=col_ok, other=0.0)
-            pos_k = tl.load(POS + b * T + cols, mask=col_ok, other=0)
-            seg_k = tl.load(SEG + b * T + cols, mask=col_ok, other=-2)
-            s, _ = _scores_log2(q, k, a, pos_q, pos_k, seg_q, seg_k, rows, cols, T, scale_log2)
-            p = tl.exp2(s - lse_log2[:, None])
-            dp = tl.dot(do, tl.trans(v))
-            ds = p * (dp - delta[:, None])
-            dq += tl.dot(ds.to(k.dtype), k)
+    for kt in range(kt_start, kt_end):
+        cols = kt * BLOCK_N + tl.arange(0, BLOCK_N)
+        col_ok = cols < T
+        k = tl.load(K + (kv_base + cols[:, None]) * D + dims[None, :], mask=col_ok[:, None],
+                    other=0.0)
+        v = tl.load(V + (kv_base + cols[:, None]) * D + dims[None, :], mask=col_ok[:, None],
+                    other=0.0)
+        a = tl.load(A + kv_base + cols, mask=col_ok, other=0.0)
+        pos_k = tl.load(POS + b * T + cols, mask=col_ok, other=0)
+        seg_k = tl.load(SEG + b * T + cols, mask=col_ok, other=-2)
+        s, _ = _scores_log2(q, k, a, pos_q, pos_k, seg_q, seg_k, rows, cols, T, scale_log2)
+        p = tl.exp2(s - lse_log2[:, None])
+        dp = tl.dot(do, tl.trans(v))
+        ds = p * (dp - delta[:, None])
+        dq += tl.dot(ds.to(k.dtype), k)
     tl.store(DQ + (q_base + rows[:, None]) * D + dims[None, :], (dq * scale).to(DQ.dtype.element_ty),
              mask=row_ok[:, None])
 
 
 @triton.jit
-def retention_sum_fwd(A, POS, SEG, LO, HI, S, T, HK, NT, BLOCK: tl.constexpr):
+def retention_sum_fwd(A, POS, SEG, START, S, T, HK, NT, BLOCK: tl.constexpr):
     """S_t = sum over i <= t in t's document of exp((pos_t - pos_i) a_i): one program per
     (tile of t, KV head, row), looping over the tiles of i that t's tile can see."""
     tt = tl.program_id(0)
@@ -235,23 +224,20 @@ def retention_sum_fwd(A, POS, SEG, LO, HI, S, T, HK, NT, BLOCK: tl.constexpr):
     base = bhk.to(tl.int64) * T
     pos_t = tl.load(POS + b * T + rows, mask=row_ok, other=0)
     seg_t = tl.load(SEG + b * T + rows, mask=row_ok, other=-1)
-    t_lo = tl.load(LO + b * NT + tt)
-    t_hi = tl.load(HI + b * NT + tt)
     total = tl.zeros([BLOCK], tl.float32)
-    for it in range(0, tt + 1):
-        if _tiles_meet(LO + b * NT, HI + b * NT, it, t_lo, t_hi):
-            cols = it * BLOCK + tl.arange(0, BLOCK)
-            col_ok = cols < T
-            a = tl.load(A + base + cols, mask=col_ok, other=0.0)
-            pos_i = tl.load(POS + b * T + cols, mask=col_ok, other=0)
-            seg_i = tl.load(SEG + b * T + cols, mask=col_ok, other=-2)
-            e, _ = _retention_terms(a, pos_t, pos_i, seg_t, seg_i, rows, cols, T)
-            total += tl.sum(e, 1)
+    for it in range(tl.load(START + b * NT + tt), tt + 1):
+        cols = it * BLOCK + tl.arange(0, BLOCK)
+        col_ok = cols < T
+        a = tl.load(A + base + cols, mask=col_ok, other=0.0)
+        pos_i = tl.load(POS + b * T + cols, mask=col_ok, other=0)
+        seg_i = tl.load(SEG + b * T + cols, mask=col_ok, other=-2)
+        e, _ = _retention_terms(a, pos_t, pos_i, seg_t, seg_i, rows, cols, T)
+        total += tl.sum(e, 1)
     tl.store(S + base + rows, total, mask=row_ok)
 
 
 @triton.jit
-def retention_sum_bwd(A, POS, SEG, LO, HI, DS, DA, T, HK, NT, BLOCK: tl.constexpr):
+def retention_sum_bwd(A, POS, SEG, END, DS, DA, T, HK, NT, BLOCK: tl.constexpr):
     """d a_i = sum over the t that count i of dS_t (pos_t - pos_i) exp((pos_t - pos_i) a_i): one
     program per (tile of i, KV head, row), looping over the tiles of t at or after it."""
     it = tl.program_id(0)
@@ -263,18 +249,15 @@ def retention_sum_bwd(A, POS, SEG, LO, HI, DS, DA, T, HK, NT, BLOCK: tl.constexp
     a = tl.load(A + base + cols, mask=col_ok, other=0.0)
     pos_i = tl.load(POS + b * T + cols, mask=col_ok, other=0)
     seg_i = tl.load(SEG + b * T + cols, mask=col_ok, other=-2)
-    i_lo = tl.load(LO + b * NT + it)
-    i_hi = tl.load(HI + b * NT + it)
     da = tl.zeros([BLOCK], tl.float32)
-    for tt in range(it, NT):
-        if _tiles_meet(LO + b * NT, HI + b * NT, tt, i_lo, i_hi):
-            rows = tt * BLOCK + tl.arange(0, BLOCK)
-            row_ok = rows < T
-            pos_t = tl.load(POS + b * T + rows, mask=row_ok, other=0)
-            seg_t = tl.load(SEG + b * T + rows, mask=row_ok, other=-1)
-            ds = tl.load(DS + base + rows, mask=row_ok, other=0.0)
-            e, distance = _retention_terms(a, pos_t, pos_i, seg_t, seg_i, rows, cols, T)
-            da += tl.sum(e * distance * ds[:, None], 0)
+    for tt in range(it, tl.load(END + b * NT + it)):
+        rows = tt * BLOCK + tl.arange(0, BLOCK)
+        row_ok = rows < T
+        pos_t = tl.load(POS + b * T + rows, mask=row_ok, other=0)
+        seg_t = tl.load(SEG + b * T + rows, mask=row_ok, other=-1)
+        ds = tl.load(DS + base + rows, mask=row_ok, other=0.0)
+        e, distance = _retention_terms(a, pos_t, pos_i, seg_t, seg_i, rows, cols, T)
+        da += tl.sum(e * distance * ds[:, None], 0)
     tl.store(DA + base + cols, da, mask=col_ok)
 
 

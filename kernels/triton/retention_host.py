@@ -23,17 +23,40 @@ class Blocks:
     stages: int = 2
 
 
-def tile_segment_ranges(segments: torch.Tensor, tile: int):
-    """(lo, hi), each (B, ceil(T / tile)) int32: the smallest and largest segment id of each tile
-    of `tile` tokens (the tail tile over its real tokens only)."""
+def document_bounds(segments: torch.Tensor):
+    """(first, last), each (B, T) int64: the index of the first and the last token of each
+    token's document (the tokens of its row with its segment id). Padding (segment -1) gets
+    first = T and last = -1: it sees nothing and nothing sees it."""
     b, t = segments.shape
-    tiles = triton.cdiv(t, tile)
-    pad = tiles * tile - t
-    big = torch.iinfo(torch.int32).max
-    seg = segments.to(torch.int32)
-    lo = torch.nn.functional.pad(seg, (0, pad), value=big).view(b, tiles, tile).amin(-1)
-    hi = torch.nn.functional.pad(seg, (0, pad), value=-big).view(b, tiles, tile).amax(-1)
-    return lo.contiguous(), hi.contiguous()
+    seg = segments.to(torch.int64)
+    padding = seg < 0
+    slots = int(seg.max().item()) + 2 if t > 0 else 1  # ids 0..max, then one slot for padding
+    slot = torch.where(padding, slots - 1, seg)
+    index = torch.arange(t, device=seg.device).expand(b, t)
+    first = torch.full((b, slots), t, dtype=torch.int64, device=seg.device)
+    first = first.scatter_reduce(1, slot, index, "amin").gather(1, slot)
+    last = torch.full((b, slots), -1, dtype=torch.int64, device=seg.device)
+    last = last.scatter_reduce(1, slot, index, "amax").gather(1, slot)
+    return first.masked_fill(padding, t), last.masked_fill(padding, -1)
+
+
+def tile_ranges(segments: torch.Tensor, row_tile: int, col_tile: int):
+    """(start, end), int32, the loop bounds of the kernels:
+    start (B, ceil(T / row_tile)): per tile of rows (queries), the first tile of columns (keys)
+        that any of its rows can see: the column tile of its earliest document start;
+    end (B, ceil(T / col_tile)): per tile of columns, one past the last tile of rows that can see
+        any of its columns: the row tile of its latest document end, plus one."""
+    first, last = document_bounds(segments)
+    b, t = first.shape
+
+    def per_tile(x, tile, pad, reduce):
+        tiles = triton.cdiv(t, tile)
+        x = torch.nn.functional.pad(x, (0, tiles * tile - t), value=pad).view(b, tiles, tile)
+        return reduce(x, -1)
+
+    start = per_tile(first, row_tile, t, torch.amin) // col_tile
+    end = per_tile(last, col_tile, -1, torch.amax).div(row_tile, rounding_mode="floor") + 1
+    return start.to(torch.int32).contiguous(), end.to(torch.int32).contiguous()
 
 
 def _prepare(q, k, v, log_beta, positions, segments):
@@ -48,14 +71,13 @@ def forward(q, k, v, log_beta, positions, segments, scale, blocks=Blocks()):
     q, k, v, a, pos, seg = _prepare(q, k, v, log_beta, positions, segments)
     b, h, t, d = q.shape
     hk = k.shape[1]
-    q_lo, q_hi = tile_segment_ranges(seg, blocks.m)
-    k_lo, k_hi = tile_segment_ranges(seg, blocks.n)
+    kv_start, _ = tile_ranges(seg, blocks.m, blocks.n)
     out = torch.empty_like(q)
     lse = torch.empty((b, h, t), dtype=torch.float32, device=q.device)
-    grid = (q_lo.shape[1], b * h)
-    kernels.retention_fwd[grid](q, k, v, a, pos, seg, q_lo, q_hi, k_lo, k_hi, out, lse, scale, t,
-                                h, hk, q_lo.shape[1], k_lo.shape[1], D=d, BLOCK_M=blocks.m,
-                                BLOCK_N=blocks.n, num_warps=blocks.warps, num_stages=blocks.stages)
+    grid = (kv_start.shape[1], b * h)
+    kernels.retention_fwd[grid](q, k, v, a, pos, seg, kv_start, out, lse, scale, t, h, hk,
+                                kv_start.shape[1], D=d, BLOCK_M=blocks.m, BLOCK_N=blocks.n,
+                                num_warps=blocks.warps, num_stages=blocks.stages)
     return out, lse
 
 
@@ -72,19 +94,17 @@ def backward(q, k, v, log_beta, positions, segments, out, lse, d_out, scale,
 
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     da = torch.empty_like(a)
-    q_lo, q_hi = tile_segment_ranges(seg, dkdv_blocks.m)
-    k_lo, k_hi = tile_segment_ranges(seg, dkdv_blocks.n)
-    kernels.retention_bwd_dkdv[(k_lo.shape[1], b * hk)](
-        q, k, v, a, pos, seg, q_lo, q_hi, k_lo, k_hi, d_out, lse, delta, dk, dv, da, scale, t, h,
-        hk, q_lo.shape[1], k_lo.shape[1], D=d, BLOCK_M=dkdv_blocks.m, BLOCK_N=dkdv_blocks.n,
+    _, q_end = tile_ranges(seg, dkdv_blocks.m, dkdv_blocks.n)
+    kernels.retention_bwd_dkdv[(q_end.shape[1], b * hk)](
+        q, k, v, a, pos, seg, q_end, d_out, lse, delta, dk, dv, da, scale, t, h, hk,
+        q_end.shape[1], D=d, BLOCK_M=dkdv_blocks.m, BLOCK_N=dkdv_blocks.n,
         num_warps=dkdv_blocks.warps, num_stages=dkdv_blocks.stages)
 
     dq = torch.empty_like(q)
-    q_lo, q_hi = tile_segment_ranges(seg, dq_blocks.m)
-    k_lo, k_hi = tile_segment_ranges(seg, dq_blocks.n)
-    kernels.retention_bwd_dq[(q_lo.shape[1], b * h)](
-        q, k, v, a, pos, seg, q_lo, q_hi, k_lo, k_hi, d_out, lse, delta, dq, scale, t, h, hk,
-        q_lo.shape[1], k_lo.shape[1], D=d, BLOCK_M=dq_blocks.m, BLOCK_N=dq_blocks.n,
+    kv_start, _ = tile_ranges(seg, dq_blocks.m, dq_blocks.n)
+    kernels.retention_bwd_dq[(kv_start.shape[1], b * h)](
+        q, k, v, a, pos, seg, kv_start, d_out, lse, delta, dq, scale, t, h, hk,
+        kv_start.shape[1], D=d, BLOCK_M=dq_blocks.m, BLOCK_N=dq_blocks.n,
         num_warps=dq_blocks.warps, num_stages=dq_blocks.stages)
     return dq, dk, dv, da
 
@@ -94,10 +114,10 @@ def retention_sum(log_beta, positions, segments, block=64):
     a = log_beta.float().contiguous()
     pos, seg = positions.to(torch.int32).contiguous(), segments.to(torch.int32).contiguous()
     b, hk, t = a.shape
-    lo, hi = tile_segment_ranges(seg, block)
+    start, _ = tile_ranges(seg, block, block)
     s = torch.empty_like(a)
-    kernels.retention_sum_fwd[(lo.shape[1], b * hk)](a, pos, seg, lo, hi, s, t, hk, lo.shape[1],
-                                                     BLOCK=block)
+    kernels.retention_sum_fwd[(start.shape[1], b * hk)](a, pos, seg, start, s, t, hk,
+                                                        start.shape[1], BLOCK=block)
     return s
 
 
@@ -106,9 +126,9 @@ def retention_sum_backward(log_beta, positions, segments, d_sum, block=64):
     a = log_beta.float().contiguous()
     pos, seg = positions.to(torch.int32).contiguous(), segments.to(torch.int32).contiguous()
     b, hk, t = a.shape
-    lo, hi = tile_segment_ranges(seg, block)
+    _, end = tile_ranges(seg, block, block)
     da = torch.empty_like(a)
-    kernels.retention_sum_bwd[(lo.shape[1], b * hk)](a, pos, seg, lo, hi,
-                                                     d_sum.float().contiguous(), da, t, hk,
-                                                     lo.shape[1], BLOCK=block)
+    kernels.retention_sum_bwd[(end.shape[1], b * hk)](a, pos, seg, end,
+                                                      d_sum.float().contiguous(), da, t, hk,
+                                                      end.shape[1], BLOCK=block)
     return da
