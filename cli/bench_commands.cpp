@@ -27,7 +27,17 @@ void register_bench_kernels(CLI::App* bench, Commands& commands) {
   cmd->add_option("--seq", o->seqs, "attention lengths")->check(kPositive)->capture_default_str();
   cmd->add_option("--decode-len", o->decode_len)->check(kPositive)->capture_default_str();
   cmd->add_option("--iters", o->iters)->check(kPositive)->capture_default_str();
-  commands.add(cmd, [o] { return run_bench_kernels_command(*o); });
+  auto names =
+      std::make_shared<std::vector<std::string>>(std::vector<std::string>{"wmma", "triton"});
+  cmd->add_option("--kernels", *names, "retention attention implementations: wmma triton")
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json, "also one JSON line per length and implementation");
+  commands.add(cmd, [o, names] {
+    o->kernels.clear();
+    for (const auto& n : *names)
+      o->kernels.push_back(parse_retention_kernels(n, "bench kernels --kernels"));
+    return run_bench_kernels_command(*o);
+  });
 }
 
 void register_bench_decode(CLI::App* bench, Commands& commands) {
@@ -79,7 +89,8 @@ void register_bench_train(CLI::App* bench, Commands& commands) {
   cmd->add_option("--checkpointing", o->checkpointing,
                   "recompute student layers in the backward pass (true | false)")
       ->capture_default_str();
-  cmd->add_option("--attention", o->attention, "kernel | reference")->capture_default_str();
+  cmd->add_option("--attention", o->attention, "retention kernels: wmma | triton | reference")
+      ->capture_default_str();
   cmd->add_option("--iters", o->iters)->check(kPositive)->capture_default_str();
   cmd->add_option("--warmup", o->warmup)->check(kNonNegative)->capture_default_str();
   cmd->add_flag("--json", o->json, "one JSON object instead of the table");

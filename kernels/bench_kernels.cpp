@@ -7,8 +7,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "kernels/decode_attention.h"
 #include "kernels/retention_attention.h"
 
@@ -32,6 +34,37 @@ double time_ms(Fn&& fn, int warmup, int iters, c10::Device device = at::kCUDA) {
   return elapsed.count() / iters;
 }
 
+// Milliseconds of the forward pass and of forward + backward of one attention implementation,
+// or {-1, -1} with why in *error when it cannot run these shapes.
+struct AttentionTimes {
+  double fwd = -1, all = -1;
+  std::string error;
+};
+
+template <typename Forward>
+AttentionTimes time_attention(const BenchKernelsOptions& o, const std::vector<at::Tensor>& inputs,
+                              const at::Tensor& d_out, Forward&& forward) {
+  AttentionTimes r;
+  try {
+    {
+      torch::NoGradGuard no_grad;
+      r.fwd = time_ms([&] { forward(inputs); }, o.warmup, o.iters);
+    }
+    std::vector<at::Tensor> grads_of;
+    for (const auto& x : inputs)
+      grads_of.push_back(x.is_floating_point() ? x.clone().requires_grad_() : x);
+    std::vector<at::Tensor> wrt;
+    for (const auto& x : grads_of)
+      if (x.requires_grad()) wrt.push_back(x);
+    r.all = time_ms([&] { torch::autograd::grad({forward(grads_of)}, wrt, {d_out}); }, o.warmup,
+                    o.iters);
+  } catch (const std::exception& e) {
+    r = AttentionTimes{};
+    r.error = std::string(e.what()).substr(0, std::string(e.what()).find('\n'));
+  }
+  return r;
+}
+
 void bench_attention(const BenchKernelsOptions& o, int64_t t) {
   const int64_t b = o.batch, h = o.heads, hk = o.kv_heads, d = o.head_dim;
   auto opts = at::TensorOptions().device(at::kCUDA).dtype(at::kBFloat16);
@@ -45,66 +78,84 @@ void bench_attention(const BenchKernelsOptions& o, int64_t t) {
   // Causal FLOPs: two T x T x D products over half the matrix; the backward counts 2.5 x.
   const double fwd_flops = 4.0 * b * h * static_cast<double>(t) * t * d / 2.0;
   const double total_flops = 3.5 * fwd_flops;
+  auto tflops = [](double flops, double ms) { return ms > 0 ? flops / (ms * 1e-3) / 1e12 : 0.0; };
 
-  const char* path = retention_attention_uses_kernel(q, k, log_beta) ? "kernel" : "ATen reference";
-  double ret_fwd = 0, ret_all = 0;
-  {
-    torch::NoGradGuard no_grad;
-    ret_fwd = time_ms([&] { retention_attention(q, k, v, log_beta, positions, segments); },
-                      o.warmup, o.iters);
-  }
-  {
-    auto qg = q.clone().requires_grad_(), kg = k.clone().requires_grad_(),
-         vg = v.clone().requires_grad_(), lg = log_beta.clone().requires_grad_();
-    ret_all = time_ms(
-        [&] {
-          auto out = retention_attention(qg, kg, vg, lg, positions, segments);
-          torch::autograd::grad({out}, {qg, kg, vg, lg}, {d_out});
-        },
-        o.warmup, o.iters);
-  }
-  // The flash backend needs as many KV heads as query heads: K/V are expanded outside the timing.
+  // The peers: bias-free causal SDPA, flash and cuDNN backends; their K/V heads expanded to the
+  // query heads outside the timing (neither takes GQA through this entry point).
   auto ke = k.repeat_interleave(h / hk, 1), ve = v.repeat_interleave(h / hk, 1);
-  double sdpa_fwd = 0, sdpa_all = 0;
-  {
-    torch::NoGradGuard no_grad;
-    sdpa_fwd = time_ms(
-        [&] { at::_scaled_dot_product_flash_attention(q, ke, ve, 0.0, true, false, scale); },
-        o.warmup, o.iters);
-  }
-  {
-    auto qg = q.clone().requires_grad_(), kg = ke.clone().requires_grad_(),
-         vg = ve.clone().requires_grad_();
-    sdpa_all = time_ms(
+  const AttentionTimes flash = time_attention(o, {q, ke, ve}, d_out, [&](const auto& x) {
+    return std::get<0>(
+        at::_scaled_dot_product_flash_attention(x[0], x[1], x[2], 0.0, true, false, scale));
+  });
+  const AttentionTimes cudnn = time_attention(o, {q, ke, ve}, d_out, [&](const auto& x) {
+    return std::get<0>(at::_scaled_dot_product_cudnn_attention(x[0], x[1], x[2], std::nullopt, true,
+                                                               0.0, true, false, scale));
+  });
+  auto peer_line = [&](const char* name, const AttentionTimes& r) {
+    if (r.fwd < 0)
+      std::printf("%-12s T=%-6lld unavailable: %s\n", name, static_cast<long long>(t),
+                  r.error.c_str());
+    else
+      std::printf("%-12s T=%-6lld fwd %9.3f ms %6.1f TFLOP/s | fwd+bwd %9.3f ms %6.1f TFLOP/s\n",
+                  name, static_cast<long long>(t), r.fwd, tflops(fwd_flops, r.fwd), r.all,
+                  tflops(total_flops, r.all));
+  };
+  peer_line("sdpa-flash", flash);
+  peer_line("sdpa-cudnn", cudnn);
+
+  const RetentionKernels chosen = retention_kernels();
+  for (RetentionKernels kernels : o.kernels) {
+    set_retention_kernels(kernels);
+    const RetentionKernels path = retention_attention_path(q, k, v, log_beta);
+    const std::string name = std::string("retention/") + retention_kernels_name(kernels);
+    if (path != kernels) {
+      std::printf("%-12s T=%-6lld not run: these inputs take %s\n", name.c_str(),
+                  static_cast<long long>(t), retention_kernels_name(path));
+      continue;
+    }
+    const AttentionTimes r =
+        time_attention(o, {q, k, v, log_beta}, d_out, [&](const std::vector<at::Tensor>& x) {
+          return retention_attention(x[0], x[1], x[2], x[3], positions, segments);
+        });
+    auto lg = log_beta.clone().requires_grad_();
+    const double sum_ms = time_ms(
         [&] {
-          auto out = std::get<0>(
-              at::_scaled_dot_product_flash_attention(qg, kg, vg, 0.0, true, false, scale));
-          torch::autograd::grad({out}, {qg, kg, vg}, {d_out});
+          auto s = retention_sum(lg, positions, segments);
+          torch::autograd::grad({s}, {lg}, {at::ones_like(s)});
         },
         o.warmup, o.iters);
+    auto ratio = [](const AttentionTimes& peer, double ms, bool all) {
+      const double p = all ? peer.all : peer.fwd;
+      return p > 0 && ms > 0 ? p / ms : 0.0;
+    };
+    std::printf(
+        "%-12s T=%-6lld fwd %9.3f ms %6.1f TFLOP/s | fwd+bwd %9.3f ms %6.1f TFLOP/s | "
+        "vs flash %.2f / %.2f, vs cudnn %.2f / %.2f (fwd / fwd+bwd; targets fwd+bwd >= 1.0 / "
+        ">= 0.6) | retention_sum fwd+bwd %.3f ms\n",
+        name.c_str(), static_cast<long long>(t), r.fwd, tflops(fwd_flops, r.fwd), r.all,
+        tflops(total_flops, r.all), ratio(flash, r.fwd, false), ratio(flash, r.all, true),
+        ratio(cudnn, r.fwd, false), ratio(cudnn, r.all, true), sum_ms);
+    if (o.json) {
+      Json line = {{"bench", "kernels"},
+                   {"kernels", retention_kernels_name(kernels)},
+                   {"seq", t},
+                   {"batch", b},
+                   {"heads", h},
+                   {"kv_heads", hk},
+                   {"head_dim", d},
+                   {"fwd_ms", r.fwd},
+                   {"fwd_bwd_ms", r.all},
+                   {"sum_fwd_bwd_ms", sum_ms},
+                   {"flash_fwd_ms", flash.fwd},
+                   {"flash_fwd_bwd_ms", flash.all},
+                   {"cudnn_fwd_ms", cudnn.fwd},
+                   {"cudnn_fwd_bwd_ms", cudnn.all},
+                   {"fwd_bwd_vs_flash", ratio(flash, r.all, true)},
+                   {"fwd_bwd_vs_cudnn", ratio(cudnn, r.all, true)}};
+      std::printf("%s\n", line.dump().c_str());
+    }
   }
-  auto tflops = [](double flops, double ms) { return flops / (ms * 1e-3) / 1e12; };
-  std::printf(
-      "retention_attention  T=%-6lld fwd     %9.3f ms %7.1f TFLOP/s | sdpa-flash %9.3f ms "
-      "%7.1f TFLOP/s | throughput ratio %.2f (%s)\n",
-      static_cast<long long>(t), ret_fwd, tflops(fwd_flops, ret_fwd), sdpa_fwd,
-      tflops(fwd_flops, sdpa_fwd), sdpa_fwd / ret_fwd, path);
-  std::printf(
-      "retention_attention  T=%-6lld fwd+bwd %9.3f ms %7.1f TFLOP/s | sdpa-flash %9.3f ms "
-      "%7.1f TFLOP/s | throughput ratio %.2f (target >= 0.50)\n",
-      static_cast<long long>(t), ret_all, tflops(total_flops, ret_all), sdpa_all,
-      tflops(total_flops, sdpa_all), sdpa_all / ret_all);
-
-  auto lg = log_beta.clone().requires_grad_();
-  const double sum_ms = time_ms(
-      [&] {
-        auto s = retention_sum(lg, positions, segments);
-        torch::autograd::grad({s}, {lg}, {at::ones_like(s)});
-      },
-      o.warmup, o.iters);
-  std::printf("retention_sum        T=%-6lld fwd+bwd %9.3f ms (B=%lld, Hk=%lld)\n",
-              static_cast<long long>(t), sum_ms, static_cast<long long>(b),
-              static_cast<long long>(hk));
+  set_retention_kernels(chosen);
 }
 
 void bench_decode(const BenchKernelsOptions& o, double bandwidth) {

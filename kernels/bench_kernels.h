@@ -1,6 +1,6 @@
 // `retain bench kernels`: times the CUDA kernels on the shapes they are tuned for and sets them
-// next to what bounds them: retention attention vs at::scaled_dot_product_attention's flash
-// backend (causal, no bias) on the same shapes, decode attention vs the time to read its bytes at
+// next to what bounds them: retention attention (WMMA and Triton kernels) vs
+// at::scaled_dot_product_attention's flash and cuDNN backends (causal, no bias) on the same shapes, decode attention vs the time to read its bytes at
 // the device's measured copy bandwidth. Needs a GPU; says so and fails without one.
 #pragma once
 
@@ -10,10 +10,12 @@
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
+#include "kernels/retention_attention.h"
+
 namespace retain {
 
 struct BenchKernelsOptions {
-  std::vector<int64_t> seqs = {4096, 16384};  // attention lengths T
+  std::vector<int64_t> seqs = {4096, 16384, 32768};  // attention lengths T
   int64_t batch = 1;
   int64_t heads = 32;
   int64_t kv_heads = 8;
@@ -22,6 +24,9 @@ struct BenchKernelsOptions {
   int64_t decode_len = 8192;  // cache slots per (sequence, KV head); lengths are in [len/2, len]
   int iters = 10;
   int warmup = 3;
+  // The retention attention implementations timed, each beside the same SDPA runs.
+  std::vector<RetentionKernels> kernels = {RetentionKernels::wmma, RetentionKernels::triton};
+  bool json = false;  // also one JSON line per (length, implementation)
 };
 
 // Bytes per second (read + written) of a large copy within `device` (1 GiB on a GPU, 256 MiB on

@@ -2,6 +2,7 @@
 // dispatchers never reach them there (cuda_sources_compiled() is false); they throw if called.
 #include "core/error.h"
 #include "kernels/cuda_launchers.h"
+#include "kernels/triton_launch.h"
 
 namespace retain {
 
@@ -48,6 +49,11 @@ at::Tensor compact_cache_cuda(const at::Tensor&, const at::Tensor&, const at::Te
 at::Tensor rms_norm_cuda(const at::Tensor&, const at::Tensor&, double) { no_cuda("rms_norm_cuda"); }
 at::Tensor rope_rotate_cuda(const at::Tensor&, const at::Tensor&, const at::Tensor&) {
   no_cuda("rope_rotate_cuda");
+}
+
+int cuda_device_arch(int) { no_cuda("cuda_device_arch"); }
+void launch_triton_cubin(const TritonCubin&, int, int64_t, int64_t, TritonArgs&) {
+  no_cuda("launch_triton_cubin");
 }
 
 }  // namespace retain

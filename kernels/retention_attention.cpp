@@ -5,11 +5,17 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <mutex>
+#include <set>
+#include <string>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "kernels/cuda_launchers.h"
 #include "kernels/device_info.h"
+#include "kernels/retention_triton.h"
 
 namespace retain {
 
@@ -237,36 +243,50 @@ struct RetentionSumFunction : public torch::autograd::Function<RetentionSumFunct
   }
 };
 
-// The fused CUDA kernels behind the same autograd contract as the references.
+// The fused GPU kernels (WMMA or Triton, `triton`) behind the same autograd contract as the
+// references.
 struct RetentionAttentionCudaFunction
     : public torch::autograd::Function<RetentionAttentionCudaFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
                             const at::Tensor& v, const at::Tensor& log_beta,
-                            const at::Tensor& positions, const at::Tensor& segments, double scale) {
-    auto result = retention_attention_cuda_forward(q, k, v, log_beta, positions, segments, scale);
+                            const at::Tensor& positions, const at::Tensor& segments, double scale,
+                            bool triton) {
+    auto result =
+        triton ? retention_attention_triton_forward(q, k, v, log_beta, positions, segments, scale)
+               : retention_attention_cuda_forward(q, k, v, log_beta, positions, segments, scale);
     ctx->save_for_backward({q, k, v, log_beta, positions, segments, result[0], result[1]});
     ctx->saved_data["scale"] = scale;
+    ctx->saved_data["triton"] = triton;
     return result[0];
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
     auto s = ctx->get_saved_variables();
-    auto g = retention_attention_cuda_backward(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7],
-                                               grads[0], ctx->saved_data["scale"].toDouble());
-    return {g[0], g[1], g[2], g[3], at::Tensor(), at::Tensor(), at::Tensor()};
+    const double scale = ctx->saved_data["scale"].toDouble();
+    auto g = ctx->saved_data["triton"].toBool()
+                 ? retention_attention_triton_backward(s[0], s[1], s[2], s[3], s[4], s[5], s[6],
+                                                       s[7], grads[0], scale)
+                 : retention_attention_cuda_backward(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7],
+                                                     grads[0], scale);
+    return {g[0], g[1], g[2], g[3], at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
 struct RetentionSumCudaFunction : public torch::autograd::Function<RetentionSumCudaFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& log_beta,
-                            const at::Tensor& positions, const at::Tensor& segments) {
+                            const at::Tensor& positions, const at::Tensor& segments, bool triton) {
     ctx->save_for_backward({log_beta, positions, segments});
-    return retention_sum_cuda_forward(log_beta, positions, segments);
+    ctx->saved_data["triton"] = triton;
+    return triton ? retention_sum_triton_forward(log_beta, positions, segments)
+                  : retention_sum_cuda_forward(log_beta, positions, segments);
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
     auto s = ctx->get_saved_variables();
-    return {retention_sum_cuda_backward(s[0], s[1], s[2], grads[0]), at::Tensor(), at::Tensor()};
+    auto d = ctx->saved_data["triton"].toBool()
+                 ? retention_sum_triton_backward(s[0], s[1], s[2], grads[0])
+                 : retention_sum_cuda_backward(s[0], s[1], s[2], grads[0]);
+    return {d, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -296,30 +316,93 @@ void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
 }  // namespace
 
 namespace {
-std::atomic<bool> kernels_enabled{true};
+
+RetentionKernels initial_kernels() {
+  const char* env = std::getenv("RETAIN_RETENTION_KERNELS");
+  return env == nullptr || *env == 0
+             ? RetentionKernels::wmma
+             : parse_retention_kernels(env, "environment variable RETAIN_RETENTION_KERNELS");
+}
+
+std::atomic<RetentionKernels>& kernels_choice() {
+  static std::atomic<RetentionKernels> choice{initial_kernels()};
+  return choice;
+}
+
+// Logs, once per distinct reason, that the Triton kernels were asked for and something else runs.
+void log_triton_fallback(const std::string& what, const std::string& why, const char* instead) {
+  static std::mutex mutex;
+  static std::set<std::string> logged;
+  const std::string line =
+      str_cat(what, ": Triton kernels asked for, ", why, "; running ", instead);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (logged.insert(line).second) log_warn(line);
+}
+
+bool wmma_supports(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                   const at::Tensor& log_beta) {
+  return q.is_cuda() && cuda_sources_compiled() && kernel_dtype(q.scalar_type()) &&
+         k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type() &&
+         (q.size(-1) == 64 || q.size(-1) == 128) && log_beta.scalar_type() == at::kFloat;
+}
+
 }  // namespace
 
-void set_retention_kernels_enabled(bool enabled) { kernels_enabled = enabled; }
+void set_retention_kernels(RetentionKernels kernels) { kernels_choice() = kernels; }
+RetentionKernels retention_kernels() { return kernels_choice(); }
+
+const char* retention_kernels_name(RetentionKernels kernels) {
+  switch (kernels) {
+    case RetentionKernels::reference:
+      return "reference";
+    case RetentionKernels::wmma:
+      return "wmma";
+    case RetentionKernels::triton:
+      return "triton";
+  }
+  return "?";
+}
+
+RetentionKernels parse_retention_kernels(const std::string& name, const std::string& what) {
+  for (auto k : {RetentionKernels::wmma, RetentionKernels::triton, RetentionKernels::reference})
+    if (name == retention_kernels_name(k)) return k;
+  throw Error(str_cat(what, ": '", name, "' is not a retention kernel; expected wmma, triton or ",
+                      "reference"));
+}
+
+RetentionKernels retention_attention_path(const at::Tensor& q, const at::Tensor& k,
+                                          const at::Tensor& v, const at::Tensor& log_beta) {
+  const RetentionKernels choice = retention_kernels();
+  if (choice == RetentionKernels::reference || !q.is_cuda()) return RetentionKernels::reference;
+  if (choice == RetentionKernels::triton) {
+    const std::string why = retention_attention_triton_unsupported(q, k, v, log_beta);
+    if (why.empty()) return RetentionKernels::triton;
+    const bool wmma = wmma_supports(q, k, v, log_beta);
+    log_triton_fallback("retention_attention", why, wmma ? "the WMMA kernels" : "the reference");
+    return wmma ? RetentionKernels::wmma : RetentionKernels::reference;
+  }
+  return wmma_supports(q, k, v, log_beta) ? RetentionKernels::wmma : RetentionKernels::reference;
+}
 
 bool retention_attention_uses_kernel(const at::Tensor& q, const at::Tensor& k,
                                      const at::Tensor& log_beta) {
-  return kernels_enabled && q.is_cuda() && cuda_sources_compiled() &&
-         kernel_dtype(q.scalar_type()) && k.scalar_type() == q.scalar_type() &&
-         (q.size(-1) == 64 || q.size(-1) == 128) && log_beta.scalar_type() == at::kFloat;
+  return retention_attention_path(q, k, k, log_beta) != RetentionKernels::reference;
 }
 
 at::Tensor retention_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                const at::Tensor& log_beta, const at::Tensor& positions,
                                const at::Tensor& segments,
                                const RetentionAttentionOptions& options) {
-  if (!retention_attention_uses_kernel(q, k, log_beta) || v.scalar_type() != q.scalar_type())
+  const RetentionKernels path = retention_attention_path(q, k, v, log_beta);
+  if (path == RetentionKernels::reference)
     return retention_attention_reference(q, k, v, log_beta, positions, segments, options);
   check_inputs(q, k, v, log_beta, positions, segments);
   const double scale =
       options.scale > 0 ? options.scale : 1.0 / std::sqrt(static_cast<double>(q.size(3)));
   return RetentionAttentionCudaFunction::apply(
       q.contiguous(), k.contiguous(), v.contiguous(), log_beta.contiguous(),
-      positions.to(at::kLong).contiguous(), segments.to(at::kLong).contiguous(), scale);
+      positions.to(at::kLong).contiguous(), segments.to(at::kLong).contiguous(), scale,
+      path == RetentionKernels::triton);
 }
 
 at::Tensor retention_attention_reference(const at::Tensor& q, const at::Tensor& k,
@@ -336,23 +419,36 @@ at::Tensor retention_attention_reference(const at::Tensor& q, const at::Tensor& 
       positions.to(at::kLong), segments.to(at::kLong), scale, options.block_q, options.block_k);
 }
 
+RetentionKernels retention_sum_path(const at::Tensor& log_beta) {
+  const RetentionKernels choice = retention_kernels();
+  if (choice == RetentionKernels::reference || !log_beta.is_cuda())
+    return RetentionKernels::reference;
+  const bool wmma = cuda_sources_compiled() && log_beta.scalar_type() == at::kFloat;
+  if (choice == RetentionKernels::triton) {
+    const std::string why = retention_sum_triton_unsupported(log_beta);
+    if (why.empty()) return RetentionKernels::triton;
+    log_triton_fallback("retention_sum", why, wmma ? "the WMMA kernels" : "the reference");
+  }
+  return wmma ? RetentionKernels::wmma : RetentionKernels::reference;
+}
+
 bool retention_sum_uses_kernel(const at::Tensor& log_beta) {
-  return kernels_enabled && log_beta.is_cuda() && cuda_sources_compiled() &&
-         log_beta.scalar_type() == at::kFloat;
+  return retention_sum_path(log_beta) != RetentionKernels::reference;
 }
 
 at::Tensor retention_sum(const at::Tensor& log_beta, const at::Tensor& positions,
                          const at::Tensor& segments, int64_t block) {
-  if (!retention_sum_uses_kernel(log_beta))
+  const RetentionKernels path = retention_sum_path(log_beta);
+  if (path == RetentionKernels::reference)
     return retention_sum_reference(log_beta, positions, segments, block);
   RETAIN_CHECK(log_beta.dim() == 3 && positions.dim() == 2 &&
                    log_beta.size(0) == positions.size(0) && log_beta.size(2) == positions.size(1) &&
                    segments.sizes() == positions.sizes(),
                "retention_sum: expected log_beta (B, Hk, T) and positions, segments (B, T), found ",
                log_beta.sizes(), ", ", positions.sizes(), ", ", segments.sizes());
-  return RetentionSumCudaFunction::apply(log_beta.contiguous(),
-                                         positions.to(at::kLong).contiguous(),
-                                         segments.to(at::kLong).contiguous());
+  return RetentionSumCudaFunction::apply(
+      log_beta.contiguous(), positions.to(at::kLong).contiguous(),
+      segments.to(at::kLong).contiguous(), path == RetentionKernels::triton);
 }
 
 at::Tensor retention_sum_reference(const at::Tensor& log_beta, const at::Tensor& positions,

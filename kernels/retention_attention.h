@@ -3,9 +3,10 @@
 // so key j's weight decays as beta_j^(i - j). Causal, GQA (query head h uses KV head h / G),
 // packed documents (segment ids; -1 marks padding), gradients for q, k, v and log_beta.
 //
-// retention_attention / retention_sum run the fused CUDA kernels (retention_attention.cu) when
-// the inputs are on a GPU and the kernels support them (fp32/bf16/fp16, head dim 64 or 128, fp32
-// log beta, CUDA sources compiled); otherwise the exact ATen references below: flash-style blocks
+// retention_attention / retention_sum run fused GPU kernels when the inputs are on a GPU and the
+// kernels support them (fp32/bf16/fp16, head dim 64 or 128, fp32 log beta, CUDA sources
+// compiled): the WMMA kernels of retention_attention.cu or the Triton kernels of kernels/triton/
+// (RetentionKernels below). Otherwise the exact ATen references below: flash-style blocks
 // with an online softmax, O(T) memory (no T x T tensor beyond one block), and recomputation in
 // the backward pass. The references run on CPU and CUDA and stay callable for the tests.
 //
@@ -15,6 +16,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <string>
 
 namespace retain {
 
@@ -38,11 +40,26 @@ at::Tensor retention_attention_reference(const at::Tensor& q, const at::Tensor& 
                                          const at::Tensor& positions, const at::Tensor& segments,
                                          const RetentionAttentionOptions& options = {});
 
-// Process-wide switch (default on): off makes retention_attention and retention_sum take the ATen
-// references on every device, so `bench train --attention reference` compares the two paths.
-void set_retention_kernels_enabled(bool enabled);
+// Which implementation retention_attention and retention_sum run on a GPU, process-wide:
+//   wmma       the CUDA kernels of retention_attention.cu (WMMA tensor cores; the default until
+//              the Triton kernels are measured on a GPU);
+//   triton     the Triton kernels (kernels/triton/, cubins embedded in the binary); inputs they do
+//              not cover (fp32, other head dims, a GPU without a cubin) take wmma, with one log
+//              line per reason;
+//   reference  the ATen references, on every device.
+// The environment variable RETAIN_RETENTION_KERNELS sets the starting value; `bench train
+// --attention` and `bench kernels` set it for their runs.
+enum class RetentionKernels { reference, wmma, triton };
+void set_retention_kernels(RetentionKernels kernels);
+RetentionKernels retention_kernels();
+const char* retention_kernels_name(RetentionKernels kernels);
+// "wmma" | "triton" | "reference"; throws naming `what` and the choices otherwise.
+RetentionKernels parse_retention_kernels(const std::string& name, const std::string& what);
 
-// Whether retention_attention runs the CUDA kernel on these inputs.
+// The implementation retention_attention runs on these inputs (reference on a CPU).
+RetentionKernels retention_attention_path(const at::Tensor& q, const at::Tensor& k,
+                                          const at::Tensor& v, const at::Tensor& log_beta);
+// Whether retention_attention runs a CUDA kernel (wmma or triton) on these inputs.
 bool retention_attention_uses_kernel(const at::Tensor& q, const at::Tensor& k,
                                      const at::Tensor& log_beta);
 
@@ -57,5 +74,6 @@ at::Tensor retention_sum(const at::Tensor& log_beta, const at::Tensor& positions
 at::Tensor retention_sum_reference(const at::Tensor& log_beta, const at::Tensor& positions,
                                    const at::Tensor& segments, int64_t block = 256);
 bool retention_sum_uses_kernel(const at::Tensor& log_beta);
+RetentionKernels retention_sum_path(const at::Tensor& log_beta);
 
 }  // namespace retain

@@ -150,7 +150,7 @@ check_error bench-decode-preset "needs --arch" "$retain" bench decode --preset t
 check_error bench-decode-both "excludes" "$retain" bench decode --preset tiny --model "$model"
 
 # bench train: a tiny preset, every field, both attention paths, and its option errors.
-for a in kernel reference; do
+for a in wmma triton reference; do
   check "bench-train-$a" "$retain" bench train --preset tiny --arch qwen3 --dtype fp32 --device cpu \
     --seq 128 --batch 2 --gate-width 8 --iters 2 --warmup 1 --attention $a --json
   python3 - "$work/out.txt" "$a" <<'PY' || failures=$((failures + 1))
@@ -166,7 +166,7 @@ assert r["loss"] == r["loss"], "NaN loss"
 print(f"ok   bench train {sys.argv[2]} fields (mfu {r['mfu']:.3f})")
 PY
 done
-check_error bench-train-attention "expected kernel or reference" "$retain" bench train --preset tiny --arch qwen3 --attention flash
+check_error bench-train-attention "expected wmma, triton or reference" "$retain" bench train --preset tiny --arch qwen3 --attention flash
 check_error bench-train-seq "--seq must be >= 2" "$retain" bench train --preset tiny --arch qwen3 --seq 1
 check_error bench-train-gates "gates" "$retain" bench train --preset tiny --arch qwen3 --gates mlp9 --seq 16
 

@@ -12,12 +12,14 @@
 #include <torch/cuda.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "compact_cache_check.h"
 #include "cuda_skip.h"
 #include "kernels/decode_attention.h"
 #include "kernels/device_info.h"
 #include "kernels/retention_attention.h"
+#include "kernels/retention_triton.h"
 #include "test_util.h"
 
 namespace retain {
@@ -80,11 +82,27 @@ AttentionCase make_attention_case(int64_t g, int64_t d, int64_t t, at::ScalarTyp
   return c;
 }
 
+// Runs a scope with one retention kernel implementation, then restores the process's choice.
+struct KernelsScope {
+  RetentionKernels saved = retention_kernels();
+  explicit KernelsScope(RetentionKernels kernels) { set_retention_kernels(kernels); }
+  ~KernelsScope() { set_retention_kernels(saved); }
+};
+
+// Both implementations run every kernel test (the WMMA kernels stay until the Triton ones are
+// measured on a GPU); the Triton cubins cover bf16 and fp16, fp32 takes the WMMA kernels.
+const RetentionKernels kImplementations[] = {RetentionKernels::wmma, RetentionKernels::triton};
+
 // Output and the four gradients: the kernel (through retention_attention) vs the reference on
 // fp32 copies of the same inputs.
 void expect_attention_matches(const AttentionCase& c, const std::string& what) {
   const auto dtype = c.q.scalar_type();
-  ASSERT_TRUE(retention_attention_uses_kernel(c.q, c.k, c.log_beta)) << what;
+  const RetentionKernels expected =
+      retention_kernels() == RetentionKernels::triton && dtype != at::kFloat
+          ? RetentionKernels::triton
+          : RetentionKernels::wmma;
+  ASSERT_EQ(retention_attention_path(c.q, c.k, c.v, c.log_beta), expected)
+      << what << ": " << retention_attention_triton_unsupported(c.q, c.k, c.v, c.log_beta);
   auto run = [&](bool kernel) {
     auto cast = [&](const at::Tensor& x) {
       return (kernel ? x.clone() : x.to(at::kFloat)).requires_grad_();
@@ -107,11 +125,15 @@ void expect_attention_matches(const AttentionCase& c, const std::string& what) {
   EXPECT_EQ(pad_out.abs().max().item<double>(), 0.0) << what;
 }
 
-class RetentionAttentionKernel : public ::testing::TestWithParam<int64_t> {};  // GQA ratio
+// (implementation, GQA ratio)
+class RetentionAttentionKernel
+    : public ::testing::TestWithParam<std::tuple<RetentionKernels, int64_t>> {};
 
 TEST_P(RetentionAttentionKernel, ForwardAndGradientsMatchReference_CUDA) {
   RETAIN_SKIP_WITHOUT_CUDA();
-  const int64_t g = GetParam(), t = 203;  // not a multiple of 32 or 64
+  const auto [kernels, g] = GetParam();
+  KernelsScope scope(kernels);
+  const int64_t t = 203;  // not a multiple of 32 or 64
   auto packed = make_packed(t, {37, 90, 70}, 29);
   for (int64_t d : {64, 128})
     for (auto dtype : {at::kFloat, at::kBFloat16, at::kHalf})
@@ -119,41 +141,52 @@ TEST_P(RetentionAttentionKernel, ForwardAndGradientsMatchReference_CUDA) {
                                "G=" + std::to_string(g) + " D=" + std::to_string(d));
 }
 
-INSTANTIATE_TEST_SUITE_P(Gqa, RetentionAttentionKernel, ::testing::Values(1, 4, 8),
-                         [](const auto& info) { return "G" + std::to_string(info.param); });
+INSTANTIATE_TEST_SUITE_P(Gqa, RetentionAttentionKernel,
+                         ::testing::Combine(::testing::ValuesIn(kImplementations),
+                                            ::testing::Values(1, 4, 8)),
+                         [](const auto& info) {
+                           return std::string(retention_kernels_name(std::get<0>(info.param))) +
+                                  "_G" + std::to_string(std::get<1>(info.param));
+                         });
 
 // Many tiles, one document per row, so no tile is skipped for its segments; and a row whose
 // documents are short, so most tiles are.
 TEST(RetentionAttentionKernelLong, ManyTilesMatchReference_CUDA) {
   RETAIN_SKIP_WITHOUT_CUDA();
-  const int64_t t = 1100;
-  auto long_doc = make_packed(t, {t}, 5);
-  expect_attention_matches(make_attention_case(4, 128, t, at::kBFloat16, long_doc, 7),
-                           "T=1100 one document");
-  std::vector<int64_t> short_docs(20, 55);
-  auto many = make_packed(t, short_docs, 5);
-  expect_attention_matches(make_attention_case(2, 64, t, at::kHalf, many, 8),
-                           "T=1100 twenty documents");
+  for (RetentionKernels kernels : kImplementations) {
+    KernelsScope scope(kernels);
+    const std::string name = retention_kernels_name(kernels);
+    const int64_t t = 1100;
+    auto long_doc = make_packed(t, {t}, 5);
+    expect_attention_matches(make_attention_case(4, 128, t, at::kBFloat16, long_doc, 7),
+                             name + " T=1100 one document");
+    std::vector<int64_t> short_docs(20, 55);
+    auto many = make_packed(t, short_docs, 5);
+    expect_attention_matches(make_attention_case(2, 64, t, at::kHalf, many, 8),
+                             name + " T=1100 twenty documents");
+  }
 }
 
 TEST(RetentionSumKernel, ForwardAndGradientMatchReference_CUDA) {
   RETAIN_SKIP_WITHOUT_CUDA();
-  for (int64_t t : {77, 300}) {
-    auto packed = make_packed(t, {40, 100, 90}, 13);
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(t);
-    auto cuda = at::TensorOptions().device(at::kCUDA);
-    auto lb = (-0.3 * at::rand({2, 3, t}, gen, at::kFloat)).to(cuda);
-    auto weights = at::randn({2, 3, t}, gen, at::kFloat).to(cuda);
-    auto pos = packed.positions.to(cuda), seg = packed.segments.to(cuda);
-    ASSERT_TRUE(retention_sum_uses_kernel(lb));
-    auto a = lb.clone().requires_grad_(), b = lb.clone().requires_grad_();
-    auto got = retention_sum(a, pos, seg), want = retention_sum_reference(b, pos, seg, 64);
-    // fp32 sums of up to T terms in a different order.
-    EXPECT_LE(rel_error(got, want), 1e-5) << "T=" << t;
-    auto ga = torch::autograd::grad({got}, {a}, {weights})[0];
-    auto gb = torch::autograd::grad({want}, {b}, {weights})[0];
-    EXPECT_LE(rel_error(ga, gb), 1e-5) << "T=" << t;
-  }
+  for (RetentionKernels kernels : kImplementations)
+    for (int64_t t : {77, 300}) {
+      KernelsScope scope(kernels);
+      auto packed = make_packed(t, {40, 100, 90}, 13);
+      auto gen = at::make_generator<at::CPUGeneratorImpl>(t);
+      auto cuda = at::TensorOptions().device(at::kCUDA);
+      auto lb = (-0.3 * at::rand({2, 3, t}, gen, at::kFloat)).to(cuda);
+      auto weights = at::randn({2, 3, t}, gen, at::kFloat).to(cuda);
+      auto pos = packed.positions.to(cuda), seg = packed.segments.to(cuda);
+      ASSERT_EQ(retention_sum_path(lb), kernels);
+      auto a = lb.clone().requires_grad_(), b = lb.clone().requires_grad_();
+      auto got = retention_sum(a, pos, seg), want = retention_sum_reference(b, pos, seg, 64);
+      // fp32 sums of up to T terms in a different order.
+      EXPECT_LE(rel_error(got, want), 1e-5) << "T=" << t;
+      auto ga = torch::autograd::grad({got}, {a}, {weights})[0];
+      auto gb = torch::autograd::grad({want}, {b}, {weights})[0];
+      EXPECT_LE(rel_error(ga, gb), 1e-5) << "T=" << t;
+    }
 }
 
 struct DecodeCase {
@@ -228,10 +261,23 @@ TEST(CompactCacheKernel, MatchesReferenceExactly_CUDA) {
 
 // ---- CPU: the dispatchers keep the references ------------------------------------------------
 
+TEST(KernelDispatch, ImplementationNamesRoundTrip) {
+  for (auto k : {RetentionKernels::wmma, RetentionKernels::triton, RetentionKernels::reference})
+    EXPECT_EQ(parse_retention_kernels(retention_kernels_name(k), "test"), k);
+  EXPECT_ERROR_CONTAINS(parse_retention_kernels("flash", "bench train --attention"),
+                        "bench train --attention: 'flash' is not a retention kernel; expected "
+                        "wmma, triton or reference");
+}
+
 TEST(KernelDispatch, CpuTensorsUseTheReferences) {
   auto packed = make_packed(21, {8, 13}, 4);
   auto q = at::randn({2, 4, 21, 64}), k = at::randn({2, 2, 21, 64}), v = at::randn({2, 2, 21, 64});
   auto lb = -0.2 * at::rand({2, 2, 21});
+  for (RetentionKernels kernels : kImplementations) {
+    KernelsScope scope(kernels);  // whatever is asked for, CPU tensors take the references
+    EXPECT_EQ(retention_attention_path(q, k, v, lb), RetentionKernels::reference);
+    EXPECT_EQ(retention_sum_path(lb), RetentionKernels::reference);
+  }
   EXPECT_FALSE(retention_attention_uses_kernel(q, k, lb));
   EXPECT_FALSE(retention_sum_uses_kernel(lb));
   EXPECT_TRUE(

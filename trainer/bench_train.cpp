@@ -32,8 +32,7 @@ void check_options(const BenchTrainOptions& o) {
   RETAIN_CHECK(o.batch >= 1, "bench train: --batch must be >= 1, found ", o.batch);
   RETAIN_CHECK(o.iters >= 1 && o.warmup >= 0,
                "bench train: --iters must be >= 1 and --warmup >= 0");
-  RETAIN_CHECK(o.attention == "kernel" || o.attention == "reference", "bench train: --attention '",
-               o.attention, "' (expected kernel or reference)");
+  parse_retention_kernels(o.attention, "bench train --attention");
   parse_gate_arch(o.gates, "bench train --gates");
   RETAIN_CHECK(o.memory > 0, "bench train: --memory must be positive, found ", o.memory);
   RETAIN_CHECK(o.logit_block >= 1, "bench train: --logit-block must be >= 1");
@@ -84,7 +83,7 @@ double median(std::vector<double> v) {
 
 int run_bench_train_command(const BenchTrainOptions& o) {
   check_options(o);
-  set_retention_kernels_enabled(o.attention == "kernel");
+  set_retention_kernels(parse_retention_kernels(o.attention, "bench train --attention"));
   std::shared_ptr<Collectives> world;
   auto model = load_bench_model(o.model, &world);
   const bool leader = !world || world->rank() == 0;

@@ -19,10 +19,10 @@ struct BenchTrainOptions {
   int64_t batch = 1;
   std::string gates = "mlp3";  // gate architecture: mlp2 | mlp3
   int64_t gate_width = 512;
-  double memory = 1024;              // the capacity loss's budget M
-  int64_t logit_block = 1024;        // tokens per LM-head block in the KL
-  bool checkpointing = true;         // recompute each student layer in the backward pass
-  std::string attention = "kernel";  // kernel | reference (the retention attention path)
+  double memory = 1024;            // the capacity loss's budget M
+  int64_t logit_block = 1024;      // tokens per LM-head block in the KL
+  bool checkpointing = true;       // recompute each student layer in the backward pass
+  std::string attention = "wmma";  // wmma | triton | reference (RetentionKernels)
   int iters = 5;
   int warmup = 2;
   bool json = false;

@@ -65,7 +65,7 @@ SEARCH_SPACE = {
 
 POINTERS_OF_THE_DTYPE = {"Q", "K", "V", "OUT", "DOUT", "DQ", "DK", "DV"}
 POINTERS_FP32 = {"A", "LSE", "DELTA", "DA", "S", "DS"}
-POINTERS_I32 = {"POS", "SEG", "QLO", "QHI", "KLO", "KHI", "LO", "HI"}
+POINTERS_I32 = {"POS", "SEG", "KV_START", "Q_END", "START", "END"}
 CONSTEXPRS = {"D", "BLOCK_M", "BLOCK_N", "BLOCK"}
 
 

@@ -26,12 +26,13 @@ class Blocks:
 def document_bounds(segments: torch.Tensor):
     """(first, last), each (B, T) int64: the index of the first and the last token of each
     token's document (the tokens of its row with its segment id). Padding (segment -1) gets
-    first = T and last = -1: it sees nothing and nothing sees it."""
+    first = T and last = -1: it sees nothing and nothing sees it. Ids >= T share one slot (their
+    documents get the union of their spans: wider, never narrower; no host sync)."""
     b, t = segments.shape
     seg = segments.to(torch.int64)
     padding = seg < 0
-    slots = int(seg.max().item()) + 2 if t > 0 else 1  # ids 0..max, then one slot for padding
-    slot = torch.where(padding, slots - 1, seg)
+    slots = t + 1  # ids 0 .. T - 1, then one slot for padding
+    slot = torch.where(padding, t, seg.clamp(max=max(t - 1, 0)))
     index = torch.arange(t, device=seg.device).expand(b, t)
     first = torch.full((b, slots), t, dtype=torch.int64, device=seg.device)
     first = first.scatter_reduce(1, slot, index, "amin").gather(1, slot)

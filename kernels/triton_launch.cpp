@@ -1,0 +1,61 @@
+#include "kernels/triton_launch.h"
+
+#include <cstring>
+#include <limits>
+
+#include "core/error.h"
+
+namespace retain {
+
+bool triton_arch_runs_on(int cubin_arch, int device_arch) {
+  if (cubin_arch >= 90) return cubin_arch == device_arch;
+  return cubin_arch / 10 == device_arch / 10 && cubin_arch <= device_arch;
+}
+
+const TritonCubin* find_triton_cubin(const std::string& kernel, int device_arch,
+                                     const std::string& dtype, int head_dim) {
+  for (const auto& c : triton_cubins())
+    if (kernel == c.kernel && dtype == c.dtype && head_dim == c.head_dim &&
+        triton_arch_runs_on(c.arch, device_arch))
+      return &c;
+  return nullptr;
+}
+
+TritonArgs& TritonArgs::tensor(const at::Tensor& t, const char* name) {
+  RETAIN_CHECK(t.is_cuda() && t.is_contiguous(), "Triton kernels: ", name,
+               " must be a contiguous CUDA tensor");
+  const auto address = reinterpret_cast<uint64_t>(t.data_ptr());
+  RETAIN_CHECK(address % 16 == 0, "Triton kernels: ", name,
+               " is not 16-byte aligned (the cubins are compiled assuming it)");
+  values_.push_back(address);
+  return *this;
+}
+
+TritonArgs& TritonArgs::i32(int64_t value, const char* name) {
+  RETAIN_CHECK(
+      value >= std::numeric_limits<int32_t>::min() && value <= std::numeric_limits<int32_t>::max(),
+      "Triton kernels: ", name, " = ", value, " does not fit the kernels' int32");
+  uint64_t slot = 0;
+  const auto v = static_cast<int32_t>(value);
+  std::memcpy(&slot, &v, sizeof(v));
+  values_.push_back(slot);
+  return *this;
+}
+
+TritonArgs& TritonArgs::f32(double value) {
+  uint64_t slot = 0;
+  const auto v = static_cast<float>(value);
+  std::memcpy(&slot, &v, sizeof(v));
+  values_.push_back(slot);
+  return *this;
+}
+
+std::vector<void*> TritonArgs::pointers() {
+  values_.push_back(0);  // global scratch
+  values_.push_back(0);  // profile scratch
+  std::vector<void*> out;
+  for (auto& v : values_) out.push_back(&v);
+  return out;
+}
+
+}  // namespace retain

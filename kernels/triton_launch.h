@@ -1,0 +1,53 @@
+// Launches the embedded Triton cubins (kernels/triton_cubins.h) through the CUDA driver API on
+// the current stream: each cubin is loaded once per device (cuModuleLoadData), its dynamic shared
+// memory opted into, and launched with Triton's ABI: the kernel's non-constexpr arguments in
+// order, then two null scratch pointers (the kernels are compiled to need no scratch memory).
+// The driver's entry points come through the CUDA runtime (cudaGetDriverEntryPointByVersion),
+// so the binary does not link libcuda and still starts on a machine without a driver.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "kernels/triton_cubins.h"
+
+namespace retain {
+
+// Whether a cubin compiled for `cubin_arch` runs on a device of compute capability
+// `device_arch` (both x 10). Triton compiles sm_90 and later for the arch-specific targets
+// (sm_90a, sm_100a, sm_120a), which run on that arch only; sm_80 cubins run on every 8.x device.
+bool triton_arch_runs_on(int cubin_arch, int device_arch);
+
+// The cubin of `kernel` for a device of `device_arch`, `dtype` ("bf16", "fp16", "fp32") and
+// head dim (0 for the sums), or nullptr.
+const TritonCubin* find_triton_cubin(const std::string& kernel, int device_arch,
+                                     const std::string& dtype, int head_dim);
+
+// The arguments of one launch, in the kernel's order.
+class TritonArgs {
+ public:
+  // A CUDA tensor's data pointer; the kernels were compiled assuming 16-byte alignment.
+  TritonArgs& tensor(const at::Tensor& t, const char* name);
+  TritonArgs& i32(int64_t value, const char* name);
+  TritonArgs& f32(double value);
+  // Pointers to each value, then to the two scratch pointers (null).
+  std::vector<void*> pointers();
+
+ private:
+  std::deque<uint64_t> values_;  // a deque: the addresses handed out stay valid as it grows
+};
+
+// Compute capability x 10 of CUDA device `device` (90 for an H100).
+int cuda_device_arch(int device);
+
+// Launches `cubin` on a grid (grid_x, grid_y, 1) of blocks of num_warps x 32 threads on the
+// current CUDA stream of `device`. Throws naming the cubin's arch and the device's when the
+// cubin does not load there.
+void launch_triton_cubin(const TritonCubin& cubin, int device, int64_t grid_x, int64_t grid_y,
+                         TritonArgs& args);
+
+}  // namespace retain
