@@ -54,11 +54,10 @@ const char* dtype_name(at::ScalarType t) {
   }
 }
 
-const TritonCubin& cubin_for(const char* kernel, const at::Tensor& t, int head_dim) {
-  const TritonCubin* c = find_triton_cubin(kernel, cuda_device_arch(t.get_device()),
-                                           dtype_name(t.scalar_type()), head_dim);
-  RETAIN_CHECK(c != nullptr, "no Triton cubin of ", kernel, " for this GPU (sm_",
-               cuda_device_arch(t.get_device()), "), ", t.scalar_type(), ", head dim ", head_dim);
+const TritonCubin& cubin_for(const char* kernel, int arch, const at::Tensor& t, int head_dim) {
+  const TritonCubin* c = find_triton_cubin(kernel, arch, dtype_name(t.scalar_type()), head_dim);
+  RETAIN_CHECK(c != nullptr, "no Triton cubin of ", kernel, " for sm_", arch, ", ", t.scalar_type(),
+               ", head dim ", head_dim);
   return *c;
 }
 
@@ -125,94 +124,141 @@ std::string retention_sum_triton_unsupported(const at::Tensor& log_beta) {
   return "";
 }
 
-std::vector<at::Tensor> retention_attention_triton_forward(
-    const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
-    const at::Tensor& log_beta, const at::Tensor& positions, const at::Tensor& segments,
-    double scale) {
+TritonPlan plan_retention_attention_forward(const at::Tensor& q_in, const at::Tensor& k_in,
+                                            const at::Tensor& v_in, const at::Tensor& log_beta,
+                                            const at::Tensor& positions, const at::Tensor& segments,
+                                            double scale, int arch) {
   Inputs x = prepare(q_in, k_in, v_in, log_beta, positions, segments);
-  const TritonCubin& fwd = cubin_for("retention_fwd", x.q, static_cast<int>(x.d));
-  auto ranges = retention_tile_ranges(x.seg, fwd.block_m, fwd.block_n);
+  const TritonCubin& fwd = cubin_for("retention_fwd", arch, x.q, static_cast<int>(x.d));
+  auto kv_start = retention_tile_ranges(x.seg, fwd.block_m, fwd.block_n).start;
   auto out = at::empty_like(x.q);
   auto lse = at::empty({x.b, x.h, x.t}, x.q.options().dtype(at::kFloat));
-  const int64_t q_tiles = ranges.start.size(1);
-  TritonArgs args;
-  args.tensor(x.q, "q").tensor(x.k, "k").tensor(x.v, "v").tensor(x.a, "log_beta");
-  args.tensor(x.pos, "positions").tensor(x.seg, "segments").tensor(ranges.start, "kv_start");
-  args.tensor(out, "out").tensor(lse, "lse").f32(scale).i32(x.t, "T").i32(x.h, "H");
-  args.i32(x.hk, "Hk").i32(q_tiles, "query tiles");
-  launch_triton_cubin(fwd, x.q.get_device(), q_tiles, x.b * x.h, args);
-  return {out, lse};
+  const int64_t q_tiles = kv_start.size(1);
+  TritonPlan plan;
+  plan.outputs = {out, lse};
+  auto& args = plan.add(fwd, q_tiles, x.b * x.h);
+  args.tensor(x.q, "Q").tensor(x.k, "K").tensor(x.v, "V").tensor(x.a, "A");
+  args.tensor(x.pos, "POS").tensor(x.seg, "SEG").tensor(kv_start, "KV_START");
+  args.tensor(out, "OUT").tensor(lse, "LSE").f32(scale, "scale").i32(x.t, "T").i32(x.h, "H");
+  args.i32(x.hk, "HK").i32(q_tiles, "NQT");
+  return plan;
 }
 
-std::vector<at::Tensor> retention_attention_triton_backward(
-    const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
-    const at::Tensor& log_beta, const at::Tensor& positions, const at::Tensor& segments,
-    const at::Tensor& out_in, const at::Tensor& lse_in, const at::Tensor& d_out_in, double scale) {
+TritonPlan plan_retention_attention_backward(const at::Tensor& q_in, const at::Tensor& k_in,
+                                             const at::Tensor& v_in, const at::Tensor& log_beta,
+                                             const at::Tensor& positions,
+                                             const at::Tensor& segments, const at::Tensor& out_in,
+                                             const at::Tensor& lse_in, const at::Tensor& d_out_in,
+                                             double scale, int arch) {
   Inputs x = prepare(q_in, k_in, v_in, log_beta, positions, segments);
   auto out = out_in.contiguous(), lse = lse_in.contiguous();
   auto d_out = d_out_in.to(x.q.scalar_type()).contiguous();
-  const int device = x.q.get_device();
   const int d = static_cast<int>(x.d);
+  TritonPlan plan;
 
-  const TritonCubin& delta_k = cubin_for("retention_bwd_delta", x.q, d);
+  // delta_i = sum_d dO O, then dK, dV, d log beta per key tile, then dQ per query tile.
+  const TritonCubin& delta_k = cubin_for("retention_bwd_delta", arch, x.q, d);
   auto delta = at::empty({x.b, x.h, x.t}, lse.options());
-  TritonArgs delta_args;
-  delta_args.tensor(out, "out").tensor(d_out, "d_out").tensor(delta, "delta").i32(x.t, "T");
-  launch_triton_cubin(delta_k, device, ceil_div(x.t, delta_k.block_m), x.b * x.h, delta_args);
+  auto& delta_args = plan.add(delta_k, ceil_div(x.t, delta_k.block_m), x.b * x.h);
+  delta_args.tensor(out, "OUT").tensor(d_out, "DOUT").tensor(delta, "DELTA").i32(x.t, "T");
 
-  const TritonCubin& dkdv = cubin_for("retention_bwd_dkdv", x.q, d);
+  const TritonCubin& dkdv = cubin_for("retention_bwd_dkdv", arch, x.q, d);
   auto dk = at::empty_like(x.k), dv = at::empty_like(x.v), da = at::empty_like(x.a);
   auto q_end = retention_tile_ranges(x.seg, dkdv.block_m, dkdv.block_n).end;
   const int64_t k_tiles = q_end.size(1);
-  TritonArgs kv_args;
-  kv_args.tensor(x.q, "q").tensor(x.k, "k").tensor(x.v, "v").tensor(x.a, "log_beta");
-  kv_args.tensor(x.pos, "positions").tensor(x.seg, "segments").tensor(q_end, "q_end");
-  kv_args.tensor(d_out, "d_out").tensor(lse, "lse").tensor(delta, "delta");
-  kv_args.tensor(dk, "dk").tensor(dv, "dv").tensor(da, "dlog_beta").f32(scale);
-  kv_args.i32(x.t, "T").i32(x.h, "H").i32(x.hk, "Hk").i32(k_tiles, "key tiles");
-  launch_triton_cubin(dkdv, device, k_tiles, x.b * x.hk, kv_args);
+  auto& kv_args = plan.add(dkdv, k_tiles, x.b * x.hk);
+  kv_args.tensor(x.q, "Q").tensor(x.k, "K").tensor(x.v, "V").tensor(x.a, "A");
+  kv_args.tensor(x.pos, "POS").tensor(x.seg, "SEG").tensor(q_end, "Q_END");
+  kv_args.tensor(d_out, "DOUT").tensor(lse, "LSE").tensor(delta, "DELTA");
+  kv_args.tensor(dk, "DK").tensor(dv, "DV").tensor(da, "DA").f32(scale, "scale");
+  kv_args.i32(x.t, "T").i32(x.h, "H").i32(x.hk, "HK").i32(k_tiles, "NKT");
 
-  const TritonCubin& dq_k = cubin_for("retention_bwd_dq", x.q, d);
+  const TritonCubin& dq_k = cubin_for("retention_bwd_dq", arch, x.q, d);
   auto dq = at::empty_like(x.q);
   auto kv_start = retention_tile_ranges(x.seg, dq_k.block_m, dq_k.block_n).start;
   const int64_t q_tiles = kv_start.size(1);
-  TritonArgs q_args;
-  q_args.tensor(x.q, "q").tensor(x.k, "k").tensor(x.v, "v").tensor(x.a, "log_beta");
-  q_args.tensor(x.pos, "positions").tensor(x.seg, "segments").tensor(kv_start, "kv_start");
-  q_args.tensor(d_out, "d_out").tensor(lse, "lse").tensor(delta, "delta").tensor(dq, "dq");
-  q_args.f32(scale).i32(x.t, "T").i32(x.h, "H").i32(x.hk, "Hk").i32(q_tiles, "query tiles");
-  launch_triton_cubin(dq_k, device, q_tiles, x.b * x.h, q_args);
-  return {dq, dk, dv, da.to(log_beta.scalar_type())};
+  auto& q_args = plan.add(dq_k, q_tiles, x.b * x.h);
+  q_args.tensor(x.q, "Q").tensor(x.k, "K").tensor(x.v, "V").tensor(x.a, "A");
+  q_args.tensor(x.pos, "POS").tensor(x.seg, "SEG").tensor(kv_start, "KV_START");
+  q_args.tensor(d_out, "DOUT").tensor(lse, "LSE").tensor(delta, "DELTA").tensor(dq, "DQ");
+  q_args.f32(scale, "scale").i32(x.t, "T").i32(x.h, "H").i32(x.hk, "HK").i32(q_tiles, "NQT");
+  plan.outputs = {dq, dk, dv, da};
+  return plan;
+}
+
+TritonPlan plan_retention_sum_forward(const at::Tensor& log_beta, const at::Tensor& positions,
+                                      const at::Tensor& segments, int arch) {
+  auto a = log_beta.contiguous();
+  auto pos = positions.to(at::kInt).contiguous(), seg = segments.to(at::kInt).contiguous();
+  const TritonCubin& c = cubin_for("retention_sum_fwd", arch, a, 0);
+  auto start = retention_tile_ranges(seg, c.block_m, c.block_m).start;
+  auto s = at::empty_like(a);
+  TritonPlan plan;
+  plan.outputs = {s};
+  auto& args = plan.add(c, start.size(1), a.size(0) * a.size(1));
+  args.tensor(a, "A").tensor(pos, "POS").tensor(seg, "SEG").tensor(start, "START");
+  args.tensor(s, "S").i32(a.size(2), "T").i32(a.size(1), "HK").i32(start.size(1), "NT");
+  return plan;
+}
+
+TritonPlan plan_retention_sum_backward(const at::Tensor& log_beta, const at::Tensor& positions,
+                                       const at::Tensor& segments, const at::Tensor& d_sum,
+                                       int arch) {
+  auto a = log_beta.contiguous(), ds = d_sum.to(at::kFloat).contiguous();
+  auto pos = positions.to(at::kInt).contiguous(), seg = segments.to(at::kInt).contiguous();
+  const TritonCubin& c = cubin_for("retention_sum_bwd", arch, a, 0);
+  auto end = retention_tile_ranges(seg, c.block_m, c.block_m).end;
+  auto da = at::empty_like(a);
+  TritonPlan plan;
+  plan.outputs = {da};
+  auto& args = plan.add(c, end.size(1), a.size(0) * a.size(1));
+  args.tensor(a, "A").tensor(pos, "POS").tensor(seg, "SEG").tensor(end, "END");
+  args.tensor(ds, "DS").tensor(da, "DA").i32(a.size(2), "T").i32(a.size(1), "HK");
+  args.i32(end.size(1), "NT");
+  return plan;
+}
+
+namespace {
+
+std::vector<at::Tensor> run(TritonPlan plan, const at::Tensor& on) {
+  for (auto& launch : plan.launches)
+    launch_triton_cubin(*launch.cubin, on.get_device(), launch.grid_x, launch.grid_y, launch.args);
+  return plan.outputs;
+}
+
+int arch_of(const at::Tensor& t) { return cuda_device_arch(t.get_device()); }
+
+}  // namespace
+
+std::vector<at::Tensor> retention_attention_triton_forward(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_beta,
+    const at::Tensor& positions, const at::Tensor& segments, double scale) {
+  return run(
+      plan_retention_attention_forward(q, k, v, log_beta, positions, segments, scale, arch_of(q)),
+      q);
+}
+
+std::vector<at::Tensor> retention_attention_triton_backward(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& log_beta,
+    const at::Tensor& positions, const at::Tensor& segments, const at::Tensor& out,
+    const at::Tensor& lse, const at::Tensor& d_out, double scale) {
+  auto g = run(plan_retention_attention_backward(q, k, v, log_beta, positions, segments, out, lse,
+                                                 d_out, scale, arch_of(q)),
+               q);
+  g[3] = g[3].to(log_beta.scalar_type());
+  return g;
 }
 
 at::Tensor retention_sum_triton_forward(const at::Tensor& log_beta, const at::Tensor& positions,
                                         const at::Tensor& segments) {
-  auto a = log_beta.contiguous();
-  auto pos = positions.to(at::kInt).contiguous(), seg = segments.to(at::kInt).contiguous();
-  const TritonCubin& c = cubin_for("retention_sum_fwd", a, 0);
-  auto start = retention_tile_ranges(seg, c.block_m, c.block_m).start;
-  auto s = at::empty_like(a);
-  TritonArgs args;
-  args.tensor(a, "log_beta").tensor(pos, "positions").tensor(seg, "segments");
-  args.tensor(start, "start").tensor(s, "sum").i32(a.size(2), "T").i32(a.size(1), "Hk");
-  args.i32(start.size(1), "tiles");
-  launch_triton_cubin(c, a.get_device(), start.size(1), a.size(0) * a.size(1), args);
-  return s;
+  return run(plan_retention_sum_forward(log_beta, positions, segments, arch_of(log_beta)),
+             log_beta)[0];
 }
 
 at::Tensor retention_sum_triton_backward(const at::Tensor& log_beta, const at::Tensor& positions,
                                          const at::Tensor& segments, const at::Tensor& d_sum) {
-  auto a = log_beta.contiguous(), ds = d_sum.to(at::kFloat).contiguous();
-  auto pos = positions.to(at::kInt).contiguous(), seg = segments.to(at::kInt).contiguous();
-  const TritonCubin& c = cubin_for("retention_sum_bwd", a, 0);
-  auto end = retention_tile_ranges(seg, c.block_m, c.block_m).end;
-  auto da = at::empty_like(a);
-  TritonArgs args;
-  args.tensor(a, "log_beta").tensor(pos, "positions").tensor(seg, "segments");
-  args.tensor(end, "end").tensor(ds, "d_sum").tensor(da, "dlog_beta").i32(a.size(2), "T");
-  args.i32(a.size(1), "Hk").i32(end.size(1), "tiles");
-  launch_triton_cubin(c, a.get_device(), end.size(1), a.size(0) * a.size(1), args);
-  return da;
+  return run(plan_retention_sum_backward(log_beta, positions, segments, d_sum, arch_of(log_beta)),
+             log_beta)[0];
 }
 
 }  // namespace retain

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/triton_launch.h"
+
 namespace retain {
 
 // The loop bounds of the kernels, from each token's document (the tokens of its row with its
@@ -29,6 +31,39 @@ RetentionTileRanges retention_tile_ranges(const at::Tensor& segments, int64_t ro
 std::string retention_attention_triton_unsupported(const at::Tensor& q, const at::Tensor& k,
                                                    const at::Tensor& v, const at::Tensor& log_beta);
 std::string retention_sum_triton_unsupported(const at::Tensor& log_beta);
+
+// The launches of one call, planned without touching a GPU (so the CPU tests check every
+// launch's arguments against the cubin's parameters): the outputs, allocated on the inputs'
+// device, and the cubins with their grids and arguments in order.
+struct TritonPlan {
+  struct Launch {
+    const TritonCubin* cubin;
+    int64_t grid_x, grid_y;
+    TritonArgs args;
+  };
+  std::vector<at::Tensor> outputs;
+  std::vector<Launch> launches;
+  TritonArgs& add(const TritonCubin& cubin, int64_t grid_x, int64_t grid_y) {
+    launches.push_back({&cubin, grid_x, grid_y, {}});
+    return launches.back().args;
+  }
+};
+// For a device of compute capability `arch` (x 10); outputs as the launchers below return them.
+TritonPlan plan_retention_attention_forward(const at::Tensor& q, const at::Tensor& k,
+                                            const at::Tensor& v, const at::Tensor& log_beta,
+                                            const at::Tensor& positions, const at::Tensor& segments,
+                                            double scale, int arch);
+TritonPlan plan_retention_attention_backward(const at::Tensor& q, const at::Tensor& k,
+                                             const at::Tensor& v, const at::Tensor& log_beta,
+                                             const at::Tensor& positions,
+                                             const at::Tensor& segments, const at::Tensor& out,
+                                             const at::Tensor& lse, const at::Tensor& d_out,
+                                             double scale, int arch);
+TritonPlan plan_retention_sum_forward(const at::Tensor& log_beta, const at::Tensor& positions,
+                                      const at::Tensor& segments, int arch);
+TritonPlan plan_retention_sum_backward(const at::Tensor& log_beta, const at::Tensor& positions,
+                                       const at::Tensor& segments, const at::Tensor& d_sum,
+                                       int arch);
 
 // q (B, H, T, D), k, v (B, Hk, T, D) bf16/fp16; log_beta (B, Hk, T) fp32; positions, segments
 // (B, T) integer. Returns {out (B, H, T, D) in q's dtype, lse (B, H, T) fp32}.

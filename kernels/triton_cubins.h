@@ -15,6 +15,7 @@ struct TritonCubin {
   const char* dtype;     // "bf16" | "fp16" (the attention kernels) | "fp32" (the sums)
   int head_dim;          // 64 | 128; 0 for the sums
   const char* function;  // the function's name inside the cubin
+  const char* params;    // its non-constexpr parameters in order, comma-separated (the ABI)
   int block_m, block_n;  // tile rows and columns (block_n 0 where the kernel has none)
   int num_warps, num_stages;
   int shared_bytes;                         // dynamic shared memory per block the launch asks for

@@ -107,6 +107,8 @@ void launch_triton_cubin(const TritonCubin& cubin, int device, int64_t grid_x, i
   RETAIN_CHECK(grid_x <= std::numeric_limits<int32_t>::max() && grid_y <= 65535,
                "Triton kernels: grid ", grid_x, " x ", grid_y, " of ", cubin.kernel,
                " exceeds CUDA's limits (x < 2^31, y <= 65535)");
+  check_triton_args(cubin, args);
+  args.check_device(device);
   c10::cuda::CUDAGuard guard(device);
   CUfunction fn = load(cubin, device);
   auto params = args.pointers();

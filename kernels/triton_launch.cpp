@@ -22,12 +22,13 @@ const TritonCubin* find_triton_cubin(const std::string& kernel, int device_arch,
 }
 
 TritonArgs& TritonArgs::tensor(const at::Tensor& t, const char* name) {
-  RETAIN_CHECK(t.is_cuda() && t.is_contiguous(), "Triton kernels: ", name,
-               " must be a contiguous CUDA tensor");
+  RETAIN_CHECK(t.is_contiguous(), "Triton kernels: ", name, " must be contiguous");
   const auto address = reinterpret_cast<uint64_t>(t.data_ptr());
   RETAIN_CHECK(address % 16 == 0, "Triton kernels: ", name,
                " is not 16-byte aligned (the cubins are compiled assuming it)");
   values_.push_back(address);
+  names_.emplace_back(name);
+  devices_.push_back(t.device());
   return *this;
 }
 
@@ -39,15 +40,29 @@ TritonArgs& TritonArgs::i32(int64_t value, const char* name) {
   const auto v = static_cast<int32_t>(value);
   std::memcpy(&slot, &v, sizeof(v));
   values_.push_back(slot);
+  names_.emplace_back(name);
   return *this;
 }
 
-TritonArgs& TritonArgs::f32(double value) {
+TritonArgs& TritonArgs::f32(double value, const char* name) {
   uint64_t slot = 0;
   const auto v = static_cast<float>(value);
   std::memcpy(&slot, &v, sizeof(v));
   values_.push_back(slot);
+  names_.emplace_back(name);
   return *this;
+}
+
+std::string TritonArgs::names() const {
+  std::string out;
+  for (const auto& n : names_) out += (out.empty() ? "" : ",") + n;
+  return out;
+}
+
+void TritonArgs::check_device(int device) const {
+  for (size_t i = 0; i < devices_.size(); ++i)
+    RETAIN_CHECK(devices_[i].is_cuda() && devices_[i].index() == device,
+                 "Triton kernels: a tensor argument is on ", devices_[i], ", not cuda:", device);
 }
 
 std::vector<void*> TritonArgs::pointers() {
@@ -56,6 +71,12 @@ std::vector<void*> TritonArgs::pointers() {
   std::vector<void*> out;
   for (auto& v : values_) out.push_back(&v);
   return out;
+}
+
+void check_triton_args(const TritonCubin& cubin, const TritonArgs& args) {
+  RETAIN_CHECK(args.names() == cubin.params, "Triton kernel ", cubin.kernel,
+               ": the launcher passes (", args.names(), ") but the cubin was compiled with (",
+               cubin.params, "); kernels/retention_triton.cpp and kernels/triton/ disagree");
 }
 
 }  // namespace retain

@@ -27,19 +27,29 @@ bool triton_arch_runs_on(int cubin_arch, int device_arch);
 const TritonCubin* find_triton_cubin(const std::string& kernel, int device_arch,
                                      const std::string& dtype, int head_dim);
 
-// The arguments of one launch, in the kernel's order.
+// The arguments of one launch, in the kernel's order, each under the kernel's own parameter
+// name: launch_triton_cubin compares the names with the parameters the cubin was compiled with.
 class TritonArgs {
  public:
-  // A CUDA tensor's data pointer; the kernels were compiled assuming 16-byte alignment.
+  // A tensor's data pointer (contiguous, 16-byte aligned: the cubins are compiled assuming it).
   TritonArgs& tensor(const at::Tensor& t, const char* name);
   TritonArgs& i32(int64_t value, const char* name);
-  TritonArgs& f32(double value);
+  TritonArgs& f32(double value, const char* name);
+  // The parameter names, comma-separated, as the cubin table records them.
+  std::string names() const;
+  // Every tensor argument is on CUDA device `device`.
+  void check_device(int device) const;
   // Pointers to each value, then to the two scratch pointers (null).
   std::vector<void*> pointers();
 
  private:
   std::deque<uint64_t> values_;  // a deque: the addresses handed out stay valid as it grows
+  std::vector<std::string> names_;
+  std::vector<at::Device> devices_;  // of the tensor arguments
 };
+
+// Throws unless `args` carries exactly the parameters `cubin` was compiled with, in order.
+void check_triton_args(const TritonCubin& cubin, const TritonArgs& args);
 
 // Compute capability x 10 of CUDA device `device` (90 for an H100).
 int cuda_device_arch(int device);

@@ -85,6 +85,65 @@ TEST(TritonCubins, ArchRulePicksCubinsThatLoad) {
   }
 }
 
+// The C++ launchers pass each cubin exactly the parameters it was compiled with, in order (the
+// ABI between kernels/retention_triton.cpp and kernels/triton/), with grids that cover the
+// tensors and outputs of the right shapes: planned on the CPU, for every arch and head dim built.
+TEST(TritonPlans, EveryLaunchPassesTheCubinsParametersInOrder) {
+  if (triton_cubins().empty()) GTEST_SKIP() << "this build has no Triton cubins";
+  std::set<int> archs;
+  for (const auto& c : triton_cubins()) archs.insert(c.arch);
+  const int64_t b = 2, h = 8, hk = 2, t = 300;
+  for (int arch : archs)
+    for (int64_t d : {64, 128})
+      for (auto dtype : {at::kBFloat16, at::kHalf}) {
+        SCOPED_TRACE(str_cat("sm_", arch, " D", d, " ", dtype));
+        auto opts = at::TensorOptions().dtype(dtype);
+        auto q = at::randn({b, h, t, d}, opts), k = at::randn({b, hk, t, d}, opts),
+             v = at::randn({b, hk, t, d}, opts);
+        auto lb = -at::rand({b, hk, t});
+        auto pos = at::arange(t, at::kLong).expand({b, t}).contiguous();
+        auto seg = at::zeros({b, t}, at::kLong);
+        auto check = [&](const TritonPlan& plan, size_t launches) {
+          ASSERT_EQ(plan.launches.size(), launches);
+          for (const auto& l : plan.launches) {
+            EXPECT_NO_THROW(check_triton_args(*l.cubin, l.args)) << l.cubin->kernel;
+            EXPECT_EQ(l.cubin->arch, arch);
+            const bool per_kv_head = std::string(l.cubin->kernel) == "retention_bwd_dkdv";
+            EXPECT_EQ(l.grid_y, b * (per_kv_head ? hk : h)) << l.cubin->kernel;
+            const int64_t tile = per_kv_head ? l.cubin->block_n : l.cubin->block_m;
+            EXPECT_EQ(l.grid_x, (t + tile - 1) / tile) << l.cubin->kernel;
+          }
+        };
+        auto fwd = plan_retention_attention_forward(q, k, v, lb, pos, seg, 0.1, arch);
+        check(fwd, 1);
+        ASSERT_EQ(fwd.outputs.size(), 2u);
+        EXPECT_EQ(fwd.outputs[0].sizes(), q.sizes());
+        EXPECT_EQ(fwd.outputs[0].scalar_type(), dtype);
+        EXPECT_EQ(fwd.outputs[1].sizes(), at::IntArrayRef({b, h, t}));
+        auto bwd = plan_retention_attention_backward(q, k, v, lb, pos, seg, fwd.outputs[0],
+                                                     fwd.outputs[1].zero_(), q, 0.1, arch);
+        check(bwd, 3);
+        ASSERT_EQ(bwd.outputs.size(), 4u);
+        EXPECT_EQ(bwd.outputs[0].sizes(), q.sizes());
+        EXPECT_EQ(bwd.outputs[1].sizes(), k.sizes());
+        EXPECT_EQ(bwd.outputs[2].sizes(), v.sizes());
+        EXPECT_EQ(bwd.outputs[3].sizes(), lb.sizes());
+        auto sum = plan_retention_sum_forward(lb, pos, seg, arch);
+        for (const auto& l : sum.launches) {
+          EXPECT_NO_THROW(check_triton_args(*l.cubin, l.args));
+          EXPECT_EQ(l.grid_y, b * hk);
+        }
+        auto dsum = plan_retention_sum_backward(lb, pos, seg, lb, arch);
+        for (const auto& l : dsum.launches) EXPECT_NO_THROW(check_triton_args(*l.cubin, l.args));
+      }
+  // A launcher and a cubin that disagree are refused, naming both lists.
+  TritonArgs wrong;
+  auto x = at::zeros({4});
+  wrong.tensor(x, "K").tensor(x, "Q");
+  EXPECT_ERROR_CONTAINS(check_triton_args(triton_cubins()[0], wrong),
+                        "the launcher passes (K,Q) but the cubin was compiled with (");
+}
+
 // The launchers' loop bounds against counting every (query, key) pair.
 TEST(TritonTileRanges, EqualABruteForceCountAndCoverEveryVisiblePair) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(7);

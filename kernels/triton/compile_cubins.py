@@ -127,7 +127,9 @@ def compile_variant(kernel, arch, dtype, head_dim, config):
                          "which the launchers do not allocate")
     cubin = compiled.asm["cubin"]
     entry = {"kernel": kernel, "arch": arch, "dtype": dtype, "head_dim": head_dim,
-             "function": meta.name, "block_m": block_m, "block_n": block_n,
+             "function": meta.name,
+             "params": ",".join(n for n in fn.arg_names if types[n] != "constexpr"),
+             "block_m": block_m, "block_n": block_n,
              "num_warps": meta.num_warps, "num_stages": stages, "shared": meta.shared,
              "size": len(cubin)}
     entry.update(resource_usage(cubin))
@@ -184,7 +186,7 @@ def build(args):
     cpp += ["const TritonCubin table[] = {"]
     for i, e in enumerate(entries):
         cpp.append(f'    {{"{e["kernel"]}", {e["arch"]}, "{e["dtype"]}", {e["head_dim"]}, '
-                   f'"{e["function"]}", {e["block_m"]}, {e["block_n"]}, {e["num_warps"]}, '
+                   f'"{e["function"]}", "{e["params"]}", {e["block_m"]}, {e["block_n"]}, {e["num_warps"]}, '
                    f'{e["num_stages"]}, {e["shared"]}, {e["registers"]}, {e["stack"]}, '
                    f'{e["local"]}, cubin_{i}, {e["size"]}}},')
     cpp += ["};", "}  // namespace", "",
