@@ -13,6 +13,9 @@
 #   scripts/gpu-run.sh               # everything
 #   scripts/gpu-run.sh --dry-run     # check the bundle and the tools this script needs, run nothing
 #   STEPS="build cuda" scripts/gpu-run.sh   # a subset of: build cuda bench peers smoke sanitize suite
+#                                             # train-kernels tune (not in the default list)
+#   STEPS="build train-kernels" scripts/gpu-run.sh   # the training kernels' measurement, one call
+#   STEPS="build tune" scripts/gpu-run.sh            # tile shapes for this GPU -> $OUT/configs.json
 #   CUDA_TESTS="FusedOps" SANITIZE_FILTER="FusedOps*" ...  # narrower cuda / sanitize steps
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -133,7 +136,7 @@ bench() {
   # Gate training on the qwen3-4b shapes: the fused kernels at 8k and 32k, the ATen reference at
   # 8k (its small blocks make 32k take minutes).
   local run
-  for run in "8192 kernel" "8192 reference" "32768 kernel"; do
+  for run in "8192 wmma" "8192 reference" "32768 wmma"; do
     set -- $run
     echo "-- bench train --seq $1 --attention $2"
     timeout "${TRAIN_TIMEOUT:-180}" "$BUILD/retain" bench train --seq $1 --attention $2 \
@@ -222,6 +225,39 @@ smoke() (  # a subshell: it changes directory
     --budget 0.2 --count 4 --words 120 --batch-size 4 --out eval-synthetic &&
     ls eval-synthetic/plot.png eval-synthetic/plot.svg eval-synthetic/memory.png
 )
+# The training-kernel measurement (issue 43) in one call: the retention kernel tests of both
+# implementations (WMMA, Triton cubins), `bench kernels` (fwd, fwd+bwd at 4k/16k/32k beside SDPA
+# flash and cuDNN), `bench train` on the qwen3-4b shapes at 4k and 32k with activation
+# checkpointing (128k too where the GPU has > 120 GB), Triton and WMMA side by side at 4k, and the
+# official-style Python step at 4k. Every figure lands in train_kernels.jsonl.
+train_kernels() {
+  local ok=0 j="$OUT/train_kernels.jsonl" model=/tmp/retain-peers-qwen3-4b
+  (cd "$BUILD" && ctest -R 'Retention.*_CUDA|Triton' --output-on-failure --timeout 300) || ok=1
+  echo "-- bench kernels"
+  timeout "${KERNELS_TIMEOUT:-150}" "$BUILD/retain" bench kernels --json --iters 5 |
+    tee /dev/stderr | grep '^{' >> "$j" || ok=1
+  local memory_gb run
+  memory_gb=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+  local runs="4096:triton 4096:wmma 32768:triton"
+  [ "${memory_gb:-0}" -gt 120000 ] && runs="$runs 131072:triton"
+  for run in $runs; do
+    echo "-- bench train --seq ${run%%:*} --attention ${run##*:}"
+    timeout "${TRAIN_TIMEOUT:-120}" "$BUILD/retain" bench train --seq "${run%%:*}" \
+      --attention "${run##*:}" --checkpointing true --iters 2 --warmup 1 --json |
+      tee /dev/stderr | grep '^{' >> "$j" || ok=1
+  done
+  [ -f "$model/config.json" ] ||
+    "$BUILD/retain" init-model --preset qwen3-4b --seed 0 --out "$model" --force || return 1
+  timeout "${PEERS_TIMEOUT:-150}" "$PYTHON" scripts/peers/train_step.py --retain "$BUILD/retain" \
+    --model "$model" --device cuda --dtype bf16 --seq 4096 --memory 1024 --iters 2 --warmup 1 \
+    --checkpointing true --json "$OUT/peers_train_4096.json" || ok=1
+  [ -f "$OUT/peers_train_4096.json" ] && tr -d '\n' < "$OUT/peers_train_4096.json" >> "$j" &&
+    echo >> "$j"
+  return $ok
+}
+# Times the spill-free tile shapes of each Triton kernel on this GPU (kernels/triton/tune.py)
+# and writes configs.json with this arch's fastest: commit it as kernels/triton/configs.json.
+tune() { timeout "${TUNE_TIMEOUT:-300}" "$PYTHON" kernels/triton/tune.py --out "$OUT/configs.json" --top "${TUNE_TOP:-6}"; }
 # 8 tests at once, each with its share of the cores (as `make test` does: full thread teams on
 # shared cores wait on each other at every CPU decode product).
 suite() { (cd "$BUILD" && OMP_NUM_THREADS=$(( $(nproc) / 8 > 0 ? $(nproc) / 8 : 1 )) timeout "${SUITE_TIMEOUT:-420}" ctest --output-on-failure -j 8 --timeout 300 -E _CUDA); }
@@ -235,7 +271,9 @@ for step in $STEPS; do
     peers) run_step "peers side by side (HF, kvpress, Python gate step)" peers.log peers ;;
     smoke) run_step "CLI on CUDA (train, export, generate)" smoke.log smoke ;;
     suite) run_step "ctest (all but _CUDA)" suite.log suite ;;
-    *) echo "unknown step '$step' (expected build cuda bench peers smoke sanitize suite)"; exit 2 ;;
+    train-kernels) run_step "training kernels: tests, bench kernels, bench train, peer" train_kernels.log train_kernels ;;
+    tune) run_step "Triton tile shapes tuned on this GPU" tune.log tune ;;
+    *) echo "unknown step '$step' (expected build cuda bench peers smoke sanitize suite train-kernels tune)"; exit 2 ;;
   esac
   if [ "$step" = build ] && [ ! -x "$BUILD/retain" ]; then
     echo "build failed; see build.log"; tail -40 "$OUT/build.log"; break

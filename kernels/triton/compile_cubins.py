@@ -58,7 +58,7 @@ SEARCH_SPACE = {
     "retention_fwd": dict(m=(64, 128), n=(32, 64, 128), warps=(4, 8), stages=(2, 3, 4)),
     "retention_bwd_dq": dict(m=(64, 128), n=(32, 64), warps=(4, 8), stages=(2, 3)),
     "retention_bwd_dkdv": dict(m=(16, 32, 64), n=(64, 128), warps=(4, 8), stages=(2, 3)),
-    "retention_bwd_delta": dict(m=(64, 128), n=(0,), warps=(4,), stages=(1,)),
+    "retention_bwd_delta": dict(m=(32, 64, 128), n=(0,), warps=(4, 8), stages=(1,)),
     "retention_sum_fwd": dict(m=(64, 128), n=(0,), warps=(4, 8), stages=(1, 2)),
     "retention_sum_bwd": dict(m=(64, 128), n=(0,), warps=(4, 8), stages=(1, 2)),
 }
@@ -199,27 +199,42 @@ def build(args):
           f"{', '.join(sorted(configs))} -> {args.out}")
 
 
+def format_configs(configs):
+    """configs.json's text: one line per (arch, kernel)."""
+    archs = []
+    for arch, kernels in sorted(configs.items()):
+        lines = [f'  "{k}": {json.dumps(v)}' for k, v in kernels.items()]
+        archs.append(f' "{arch}": {{\n' + ",\n".join(lines) + "\n }")
+    return "{\n" + ",\n".join(archs) + "\n}\n"
+
+
 def write_atomically(path, text):
     with open(path + ".tmp", "w") as f:
         f.write(text)
     os.replace(path + ".tmp", path)
 
 
+def candidates(kernel, arch, head_dim, jobs=2):
+    """(entries that fit the budget, largest tiles first; how many were compiled): the tile
+    shapes of SEARCH_SPACE that compile for `arch` without spills."""
+    dtype = KERNELS[kernel][1][0]
+    space = SEARCH_SPACE[kernel]
+    configs = list(itertools.product(space["m"], space["n"], space["warps"], space["stages"]))
+    work = [(kernel, arch, dtype, head_dim, c) for c in configs]
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+        results = list(pool.map(compile_variant, *zip(*work)))
+    fits = [e for _, e in results if within_budget(e)]
+    fits.sort(key=lambda e: (-e["block_m"] * max(e["block_n"], 1), -e["num_stages"],
+                             e["registers"]))
+    return fits, len(results)
+
+
 def search(args):
     names = [args.kernel] if args.kernel else list(KERNELS)
     for kernel in names:
-        _, dtypes, head_dims, has_n = KERNELS[kernel]
-        for head_dim in ([args.head_dim] if args.head_dim is not None else head_dims):
-            space = SEARCH_SPACE[kernel]
-            configs = list(itertools.product(space["m"], space["n"], space["warps"],
-                                              space["stages"]))
-            jobs = [(kernel, args.arch, dtypes[0], head_dim, c) for c in configs]
-            with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
-                results = list(pool.map(compile_variant, *zip(*jobs)))
-            fits = [e for _, e in results if within_budget(e)]
-            fits.sort(key=lambda e: (-e["block_m"] * max(e["block_n"], 1), -e["num_stages"],
-                                     e["registers"]))
-            print(f"{kernel} sm_{args.arch} D{head_dim}: {len(fits)} of {len(results)} fit")
+        for head_dim in ([args.head_dim] if args.head_dim is not None else KERNELS[kernel][2]):
+            fits, total = candidates(kernel, args.arch, head_dim, args.jobs)
+            print(f"{kernel} sm_{args.arch} D{head_dim}: {len(fits)} of {total} fit")
             for e in fits:
                 print(f"  [{e['block_m']}, {e['block_n']}, {e['num_warps']}, {e['num_stages']}]"
                       f"  registers {e['registers']}, shared {e['shared']}")

@@ -110,7 +110,7 @@ def backward(q, k, v, log_beta, positions, segments, out, lse, d_out, scale,
     return dq, dk, dv, da
 
 
-def retention_sum(log_beta, positions, segments, block=64):
+def retention_sum(log_beta, positions, segments, block=64, warps=4, stages=1):
     """(B, Hk, T) fp32 -> S (B, Hk, T) fp32."""
     a = log_beta.float().contiguous()
     pos, seg = positions.to(torch.int32).contiguous(), segments.to(torch.int32).contiguous()
@@ -118,11 +118,12 @@ def retention_sum(log_beta, positions, segments, block=64):
     start, _ = tile_ranges(seg, block, block)
     s = torch.empty_like(a)
     kernels.retention_sum_fwd[(start.shape[1], b * hk)](a, pos, seg, start, s, t, hk,
-                                                        start.shape[1], BLOCK=block)
+                                                        start.shape[1], BLOCK=block,
+                                                        num_warps=warps, num_stages=stages)
     return s
 
 
-def retention_sum_backward(log_beta, positions, segments, d_sum, block=64):
+def retention_sum_backward(log_beta, positions, segments, d_sum, block=64, warps=4, stages=1):
     """-> d log_beta (B, Hk, T) fp32."""
     a = log_beta.float().contiguous()
     pos, seg = positions.to(torch.int32).contiguous(), segments.to(torch.int32).contiguous()
@@ -131,5 +132,6 @@ def retention_sum_backward(log_beta, positions, segments, d_sum, block=64):
     da = torch.empty_like(a)
     kernels.retention_sum_bwd[(end.shape[1], b * hk)](a, pos, seg, end,
                                                       d_sum.float().contiguous(), da, t, hk,
-                                                      end.shape[1], BLOCK=block)
+                                                      end.shape[1], BLOCK=block,
+                                                      num_warps=warps, num_stages=stages)
     return da
