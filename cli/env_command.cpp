@@ -5,9 +5,13 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <set>
+#include <string>
 
 #include "cli/commands.h"
 #include "kernels/device_info.h"
+#include "kernels/retention_attention.h"
+#include "kernels/triton_cubins.h"
 
 namespace retain::cli {
 
@@ -24,7 +28,16 @@ void register_env_command(CLI::App& app, Commands& commands) {
               << (std::getenv("GOMP_SPINCOUNT") ? " (GOMP_SPINCOUNT set)" : "") << "\n"
               << "CUDA sources compiled: " << (cuda_sources_compiled() ? "yes" : "no") << "\n"
               << "CUDA available to LibTorch: " << (at::hasCUDA() ? "yes" : "no") << "\n";
-    if (cuda_sources_compiled()) std::cout << cuda_device_summary();
+    std::set<std::string> archs;
+    for (const auto& c : triton_cubins()) archs.insert("sm_" + std::to_string(c.arch));
+    std::cout << "Triton cubins: " << triton_cubins().size();
+    for (const auto& a : archs) std::cout << (a == *archs.begin() ? " (" : ", ") << a;
+    std::cout << (archs.empty() ? "" : ")")
+              << "; retention kernels: " << retention_kernels_name(retention_kernels()) << "\n";
+    if (cuda_sources_compiled()) {
+      const std::string devices = cuda_device_summary();
+      std::cout << devices << (devices.empty() || devices.back() != '\n' ? "\n" : "");
+    }
     return 0;
   });
 }
