@@ -72,10 +72,7 @@ int run_generate_command(const GenerateCommandOptions& o) {
   // config.json's EOS ids, plus the tokenizer's (chat models end turns with it, e.g. <|eot_id|>).
   if (!o.ignore_eos) sampling.stop_ids = stop_ids(model.config(), tokenizer);
   sampling.stop_strings = o.stops;
-  if (tokenizer)
-    sampling.detokenize = [tokenizer](const std::vector<int64_t>& ids) {
-      return tokenizer->decode(ids, true);
-    };
+  if (tokenizer) sampling.detokenize = text_decoder(*tokenizer, /*skip_special=*/true);
   PolicySpec policy = parse_policy(o.policy);
   RETAIN_CHECK(!policy.budgeted() || o.budget > 0, "generate: --policy ", policy.name(),
                " needs --budget");

@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "core/error.h"
 #include "model/decode_graph.h"
+#include "model/tokenizers/incremental_detokenizer.h"
 #include "model/vision/multimodal_prompt.h"
 
 namespace retain {
@@ -148,6 +150,10 @@ std::vector<GenerationResult> generate_batch(const Decoder& model,
                                  options.stop_ids.end());
   }
   std::vector<GenerationResult> results(static_cast<size_t>(b));
+  // Stop strings are looked for in each row's text as it grows, decoded a few tokens at a time.
+  std::vector<std::optional<StopStringWatch>> stop_watch(static_cast<size_t>(b));
+  if (!options.stop_strings.empty())
+    for (auto& w : stop_watch) w.emplace(options.detokenize, options.stop_strings);
   int64_t most_new = 0;
   for (int64_t r = 0; r < b; ++r) {
     results[r].prompt_tokens = static_cast<int64_t>(prompts[r].size());
@@ -250,11 +256,7 @@ std::vector<GenerationResult> generate_batch(const Decoder& model,
       res.tokens.push_back(next[r]);
       const auto& stop_ids = row[r].extra_stop_ids;
       bool stop = std::find(stop_ids.begin(), stop_ids.end(), next[r]) != stop_ids.end();
-      if (!stop && !options.stop_strings.empty()) {
-        const std::string text = options.detokenize(res.tokens);
-        for (const auto& s : options.stop_strings)
-          stop = stop || (!s.empty() && text.find(s) != std::string::npos);
-      }
+      if (stop_watch[r] && stop_watch[r]->push(next[r])) stop = true;
       if (stop) res.finish_reason = "stop";
       if (stop || static_cast<int64_t>(res.tokens.size()) >= row[r].max_new_tokens)
         done[r] = true;

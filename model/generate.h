@@ -13,6 +13,7 @@
 
 #include "model/decoder.h"
 #include "model/kv_cache.h"
+#include "model/tokenizers/incremental_detokenizer.h"
 
 namespace retain {
 
@@ -38,9 +39,10 @@ struct SamplingOptions {
   int64_t start_position = 0;  // position of the prompt's first token (a cache that already holds
                                // earlier turns continues counting)
   // Generation also ends once the decoded new text contains one of these (`detokenize` turns ids
-  // into text); callers cut the text before the stop string (cut_at_stop).
+  // into text, a few tokens at a time: IncrementalDetokenizer); callers cut the text before the
+  // stop string (cut_at_stop).
   std::vector<std::string> stop_strings;
-  std::function<std::string(const std::vector<int64_t>&)> detokenize;
+  TextDecoder detokenize;
   DecodeMode decode = DecodeMode::kAuto;
 };
 

@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <iterator>
+#include <optional>
 
 #include "core/error.h"
 #include "core/log.h"
 #include "eval/cache_factory.h"
 #include "model/generate.h"
+#include "model/tokenizers/incremental_detokenizer.h"
 #include "serve/row_stack_cache.h"
 
 namespace retain {
@@ -55,7 +57,8 @@ struct ServeEngine::Active {
   int64_t read = 0;  // prompt tokens read into the cache
   bool generating = false, done = false;
   std::vector<int64_t> tokens;
-  int64_t next = -1;  // the token the next decode step reads
+  std::optional<StopStringWatch> stop_watch;  // the text so far, when there are stop strings
+  int64_t next = -1;                          // the token the next decode step reads
   SamplingOptions sampling;
   at::Generator generator;
   Clock::time_point submitted, last_token;
@@ -338,10 +341,9 @@ void ServeEngine::take_token(Active& a, int64_t token) {
   a.handle->push(token);
   const auto& stops = a.request.stop_ids;
   bool stop = std::find(stops.begin(), stops.end(), token) != stops.end();
-  if (!stop && !a.request.stop_strings.empty()) {
-    const std::string text = options_.detokenize(a.tokens);
-    for (const auto& s : a.request.stop_strings)
-      stop = stop || (!s.empty() && text.find(s) != std::string::npos);
+  if (!a.request.stop_strings.empty()) {
+    if (!a.stop_watch) a.stop_watch.emplace(options_.detokenize, a.request.stop_strings);
+    stop = a.stop_watch->push(token) || stop;
   }
   if (stop)
     retire(a, "stop");

@@ -25,6 +25,7 @@
 
 #include "eval/policies/policy_registry.h"
 #include "model/decoder.h"
+#include "model/tokenizers/incremental_detokenizer.h"
 #include "serve/latency.h"
 
 namespace retain {
@@ -78,7 +79,7 @@ struct EngineOptions {
   int64_t max_batch = 16;  // requests decoding at once
   int64_t chunk = 512;     // prefill chunk in tokens
   // Detokenizes new tokens for stop strings (required when a request has some).
-  std::function<std::string(const std::vector<int64_t>&)> detokenize;
+  TextDecoder detokenize;
 };
 
 // Figures for /metrics, read at any time.

@@ -323,10 +323,10 @@ Json usage_chunk(const ApiRequest& r, const ApiContext& context, int64_t complet
           {"usage", usage(r, completion_tokens)}};
 }
 
-StreamText stream_text(const Tokenizer& tokenizer, const std::vector<int64_t>& tokens,
-                       const std::vector<std::string>& stop_strings, bool finished) {
+StreamText stream_text(const std::string& text, const std::vector<std::string>& stop_strings,
+                       bool finished) {
   StreamText out;
-  out.text = cut_at_stop(tokenizer.decode(tokens), stop_strings);
+  out.text = cut_at_stop(text, stop_strings);
   out.stable = out.text.size();
   if (finished) return out;
   // A tail that could still become a stop string waits.

@@ -74,13 +74,15 @@ Json stream_chunk(const ApiRequest& request, const ApiContext& context, const st
 // The usage-only last chunk (stream_options.include_usage).
 Json usage_chunk(const ApiRequest& request, const ApiContext& context, int64_t completion_tokens);
 
-// The text to show of `tokens` (cut before any stop string), and how much of it is safe to send
-// while generation goes on: not a possible start of a stop string, not a partial UTF-8 character.
+// The text to show of the answer's text so far (cut before any stop string), and how much of it
+// is safe to send while generation goes on: not a possible start of a stop string, not a partial
+// UTF-8 character. `text` comes from an IncrementalDetokenizer while streaming (decoding the
+// whole answer at every token made streaming quadratic), from one decode at the end otherwise.
 struct StreamText {
   std::string text;
   size_t stable = 0;
 };
-StreamText stream_text(const Tokenizer& tokenizer, const std::vector<int64_t>& tokens,
-                       const std::vector<std::string>& stop_strings, bool finished);
+StreamText stream_text(const std::string& text, const std::vector<std::string>& stop_strings,
+                       bool finished);
 
 }  // namespace retain

@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "model/chat_template.h"
 #include "model/generate.h"
+#include "model/tokenizers/incremental_detokenizer.h"
 #include "serve/byte_size.h"
 #include "serve/engine.h"
 #include "serve/metrics_text.h"
@@ -46,7 +47,7 @@ void answer_whole(httplib::Response& res, const ApiRequest& r, const ApiContext&
     return send_error(
         res, ApiError(503, "the server shut down before the request finished", "", "server_error"));
   const StreamText text =
-      stream_text(*context.loaded->tokenizer, event.tokens, r.engine.stop_strings, true);
+      stream_text(context.loaded->tokenizer->decode(event.tokens), r.engine.stop_strings, true);
   send_json(res, 200,
             completion_response(r, context, text.text, event.finish_reason,
                                 static_cast<int64_t>(event.tokens.size())));
@@ -62,6 +63,7 @@ void answer_stream(httplib::Response& res, const ApiRequest& r, const ApiContext
         size_t sent = 0;
         bool first = true;
         RequestEvent event;
+        IncrementalDetokenizer detokenizer(text_decoder(*context.loaded->tokenizer));
         auto write = [&](const std::string& data) {
           if (!sink.is_writable() || !sink.write(data.data(), data.size())) {
             handle->cancel();
@@ -80,8 +82,11 @@ void answer_stream(httplib::Response& res, const ApiRequest& r, const ApiContext
                 ApiError(500, "generation failed: " + event.error, "", "server_error"))));
             break;
           }
-          const StreamText text = stream_text(*context.loaded->tokenizer, event.tokens,
-                                              r.engine.stop_strings, event.finished);
+          for (size_t i = detokenizer.tokens().size(); i < event.tokens.size(); ++i)
+            detokenizer.push(event.tokens[i]);
+          if (event.finished) detokenizer.finish();
+          const StreamText text =
+              stream_text(detokenizer.text(), r.engine.stop_strings, event.finished);
           if (text.stable > sent || first) {
             const std::string delta =
                 text.stable > sent ? text.text.substr(sent, text.stable - sent) : "";
@@ -141,9 +146,7 @@ int run_serve_command(const ServeCommandOptions& o) {
   engine_options.kv_memory = kv_memory;
   engine_options.max_batch = o.max_batch;
   engine_options.chunk = o.chunk;
-  engine_options.detokenize = [&tokenizer](const std::vector<int64_t>& ids) {
-    return tokenizer.decode(ids, true);
-  };
+  engine_options.detokenize = text_decoder(tokenizer, /*skip_special=*/true);
   ServeEngine engine(model, engine_options);
 
   httplib::Server server;

@@ -298,7 +298,7 @@ TEST(BatchGeneration, StopStringsEndGeneration) {
   auto free_run = generate(model, {3, 4, 5}, cache, options);
   ASSERT_EQ(free_run.tokens.size(), 20u);
   // Stop once the "text" (ids joined) contains the third generated id.
-  options.detokenize = [](const std::vector<int64_t>& ids) {
+  options.detokenize.decode = [](const std::vector<int64_t>& ids) {
     std::string s;
     for (auto id : ids) s += "<" + std::to_string(id) + ">";
     return s;

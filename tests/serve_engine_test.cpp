@@ -10,6 +10,7 @@
 #include "eviction_fixtures.h"
 #include "model/decoder.h"
 #include "model/generate.h"
+#include "model/tokenizers/incremental_detokenizer.h"
 #include "serve/byte_size.h"
 #include "serve/engine.h"
 #include "serve/openai_api.h"
@@ -247,9 +248,11 @@ TEST(ServeApi, StreamedTextHoldsBackWhatAStopStringOrACharacterMayStillBecome) {
   // Up to each prefix: what is sent never has to be taken back, and the end is exact.
   size_t sent = 0;
   std::string streamed;
+  IncrementalDetokenizer detokenizer(text_decoder(tok));
   for (size_t n = 1; n <= ids.size(); ++n) {
-    const std::vector<int64_t> prefix(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n));
-    const StreamText t = stream_text(tok, prefix, {" END"}, n == ids.size());
+    detokenizer.push(ids[n - 1]);
+    if (n == ids.size()) detokenizer.finish();
+    const StreamText t = stream_text(detokenizer.text(), {" END"}, n == ids.size());
     ASSERT_LE(t.stable, t.text.size());
     if (t.stable > sent) {
       streamed += t.text.substr(sent, t.stable - sent);
