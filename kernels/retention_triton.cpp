@@ -1,6 +1,7 @@
 #include "kernels/retention_triton.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "core/error.h"
 #include "kernels/triton_launch.h"
@@ -66,17 +67,24 @@ struct Inputs {
   int64_t b, h, hk, t, d;
 };
 
+// Contiguous and 16-byte aligned (the cubins assume it): a narrow view of a larger tensor, e.g.
+// one tensor-parallel rank's heads of a batch of one, can start anywhere; it is copied then.
+at::Tensor aligned(const at::Tensor& t) {
+  at::Tensor c = t.contiguous();
+  return reinterpret_cast<uintptr_t>(c.data_ptr()) % 16 == 0 ? c : c.clone();
+}
+
 Inputs prepare(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                const at::Tensor& log_beta, const at::Tensor& positions,
                const at::Tensor& segments) {
   // Positions travel as int32 and their differences become fp32 in the tile: exact up to 2^24
   // tokens (not checked here: that would cost a host sync per call).
-  return {q.contiguous(),
-          k.contiguous(),
-          v.contiguous(),
-          log_beta.to(at::kFloat).contiguous(),
-          positions.to(at::kInt).contiguous(),
-          segments.to(at::kInt).contiguous(),
+  return {aligned(q),
+          aligned(k),
+          aligned(v),
+          aligned(log_beta.to(at::kFloat)),
+          aligned(positions.to(at::kInt)),
+          aligned(segments.to(at::kInt)),
           q.size(0),
           q.size(1),
           k.size(1),
@@ -151,8 +159,8 @@ TritonPlan plan_retention_attention_backward(const at::Tensor& q_in, const at::T
                                              const at::Tensor& lse_in, const at::Tensor& d_out_in,
                                              double scale, int arch) {
   Inputs x = prepare(q_in, k_in, v_in, log_beta, positions, segments);
-  auto out = out_in.contiguous(), lse = lse_in.contiguous();
-  auto d_out = d_out_in.to(x.q.scalar_type()).contiguous();
+  auto out = aligned(out_in), lse = aligned(lse_in);
+  auto d_out = aligned(d_out_in.to(x.q.scalar_type()));
   const int d = static_cast<int>(x.d);
   TritonPlan plan;
 
@@ -188,8 +196,8 @@ TritonPlan plan_retention_attention_backward(const at::Tensor& q_in, const at::T
 
 TritonPlan plan_retention_sum_forward(const at::Tensor& log_beta, const at::Tensor& positions,
                                       const at::Tensor& segments, int arch) {
-  auto a = log_beta.contiguous();
-  auto pos = positions.to(at::kInt).contiguous(), seg = segments.to(at::kInt).contiguous();
+  auto a = aligned(log_beta);
+  auto pos = aligned(positions.to(at::kInt)), seg = aligned(segments.to(at::kInt));
   const TritonCubin& c = cubin_for("retention_sum_fwd", arch, a, 0);
   auto start = retention_tile_ranges(seg, c.block_m, c.block_m).start;
   auto s = at::empty_like(a);
@@ -204,8 +212,8 @@ TritonPlan plan_retention_sum_forward(const at::Tensor& log_beta, const at::Tens
 TritonPlan plan_retention_sum_backward(const at::Tensor& log_beta, const at::Tensor& positions,
                                        const at::Tensor& segments, const at::Tensor& d_sum,
                                        int arch) {
-  auto a = log_beta.contiguous(), ds = d_sum.to(at::kFloat).contiguous();
-  auto pos = positions.to(at::kInt).contiguous(), seg = segments.to(at::kInt).contiguous();
+  auto a = aligned(log_beta), ds = aligned(d_sum.to(at::kFloat));
+  auto pos = aligned(positions.to(at::kInt)), seg = aligned(segments.to(at::kInt));
   const TritonCubin& c = cubin_for("retention_sum_bwd", arch, a, 0);
   auto end = retention_tile_ranges(seg, c.block_m, c.block_m).end;
   auto da = at::empty_like(a);

@@ -15,10 +15,11 @@ struct TritonCubin {
   const char* dtype;     // "bf16" | "fp16" (the attention kernels) | "fp32" (the sums)
   int head_dim;          // 64 | 128; 0 for the sums
   const char* function;  // the function's name inside the cubin
-  const char* params;    // its non-constexpr parameters in order, comma-separated (the ABI)
+  const char* params;    // its non-constexpr parameters in order, "name:type,..." (the ABI)
   int block_m, block_n;  // tile rows and columns (block_n 0 where the kernel has none)
   int num_warps, num_stages;
-  int shared_bytes;                         // dynamic shared memory per block the launch asks for
+  int shared_bytes;         // dynamic shared memory per block the launch asks for
+  int static_shared_bytes;  // the cubin's own (counts against the same per-block limit)
   int registers, stack_bytes, local_bytes;  // cuobjdump -res-usage
   const char* data;
   size_t size;

@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -82,9 +83,10 @@ CUfunction load(const TritonCubin& cubin, int device) {
   RETAIN_CHECK(r == CUDA_SUCCESS, "Triton cubin ", where, ": no function ", cubin.function, ": ",
                driver_error(r));
   if (cubin.shared_bytes > 48 * 1024) {
-    RETAIN_CHECK(cubin.shared_bytes <= static_cast<int>(props->sharedMemPerBlockOptin),
-                 "Triton cubin ", where, " needs ", cubin.shared_bytes,
-                 " bytes of shared memory; the device offers ", props->sharedMemPerBlockOptin);
+    const int total = cubin.shared_bytes + cubin.static_shared_bytes;
+    RETAIN_CHECK(total <= static_cast<int>(props->sharedMemPerBlockOptin), "Triton cubin ", where,
+                 " needs ", total, " bytes of shared memory; the device offers ",
+                 props->sharedMemPerBlockOptin);
     r = driver().func_set_attribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                     cubin.shared_bytes);
     RETAIN_CHECK(r == CUDA_SUCCESS, "Triton cubin ", where, ": cannot opt into ",
@@ -110,6 +112,10 @@ void launch_triton_cubin(const TritonCubin& cubin, int device, int64_t grid_x, i
   check_triton_args(cubin, args);
   args.check_device(device);
   c10::cuda::CUDAGuard guard(device);
+  // The driver API needs a current context; a thread that has made no runtime call (an autograd
+  // worker) may have none, and CUDAGuard skips cudaSetDevice when the index already matches.
+  // Forcing it binds the device's primary context, the one LibTorch uses.
+  c10::cuda::SetDevice(static_cast<c10::DeviceIndex>(device), /*force=*/true);
   CUfunction fn = load(cubin, device);
   auto params = args.pointers();
   const CUresult r = driver().launch_kernel(

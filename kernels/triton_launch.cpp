@@ -7,6 +7,26 @@
 
 namespace retain {
 
+namespace {
+
+// Triton's name of a pointer's element type, as compile_cubins.py writes it.
+const char* triton_type(at::ScalarType t) {
+  switch (t) {
+    case at::kBFloat16:
+      return "bf16";
+    case at::kHalf:
+      return "fp16";
+    case at::kFloat:
+      return "fp32";
+    case at::kInt:
+      return "i32";
+    default:
+      return "?";
+  }
+}
+
+}  // namespace
+
 bool triton_arch_runs_on(int cubin_arch, int device_arch) {
   if (cubin_arch >= 90) return cubin_arch == device_arch;
   return cubin_arch / 10 == device_arch / 10 && cubin_arch <= device_arch;
@@ -27,8 +47,8 @@ TritonArgs& TritonArgs::tensor(const at::Tensor& t, const char* name) {
   RETAIN_CHECK(address % 16 == 0, "Triton kernels: ", name,
                " is not 16-byte aligned (the cubins are compiled assuming it)");
   values_.push_back(address);
-  names_.emplace_back(name);
-  devices_.push_back(t.device());
+  names_.push_back(str_cat(name, ":*", triton_type(t.scalar_type())));
+  tensors_.push_back(t);
   return *this;
 }
 
@@ -40,7 +60,7 @@ TritonArgs& TritonArgs::i32(int64_t value, const char* name) {
   const auto v = static_cast<int32_t>(value);
   std::memcpy(&slot, &v, sizeof(v));
   values_.push_back(slot);
-  names_.emplace_back(name);
+  names_.push_back(str_cat(name, ":i32"));
   return *this;
 }
 
@@ -49,7 +69,7 @@ TritonArgs& TritonArgs::f32(double value, const char* name) {
   const auto v = static_cast<float>(value);
   std::memcpy(&slot, &v, sizeof(v));
   values_.push_back(slot);
-  names_.emplace_back(name);
+  names_.push_back(str_cat(name, ":fp32"));
   return *this;
 }
 
@@ -60,9 +80,9 @@ std::string TritonArgs::names() const {
 }
 
 void TritonArgs::check_device(int device) const {
-  for (size_t i = 0; i < devices_.size(); ++i)
-    RETAIN_CHECK(devices_[i].is_cuda() && devices_[i].index() == device,
-                 "Triton kernels: a tensor argument is on ", devices_[i], ", not cuda:", device);
+  for (const auto& t : tensors_)
+    RETAIN_CHECK(t.is_cuda() && t.get_device() == device,
+                 "Triton kernels: a tensor argument is on ", t.device(), ", not cuda:", device);
 }
 
 std::vector<void*> TritonArgs::pointers() {

@@ -27,15 +27,18 @@ bool triton_arch_runs_on(int cubin_arch, int device_arch);
 const TritonCubin* find_triton_cubin(const std::string& kernel, int device_arch,
                                      const std::string& dtype, int head_dim);
 
-// The arguments of one launch, in the kernel's order, each under the kernel's own parameter
-// name: launch_triton_cubin compares the names with the parameters the cubin was compiled with.
+// The arguments of one launch, in the kernel's order, each under the kernel's own parameter name
+// and Triton type: launch_triton_cubin compares them with the parameters the cubin was compiled
+// with. The tensors are held until the arguments go (after the launch is queued), so a temporary
+// of the plan (an int32 copy of the positions, a tile table) is not freed before its kernel runs.
 class TritonArgs {
  public:
   // A tensor's data pointer (contiguous, 16-byte aligned: the cubins are compiled assuming it).
   TritonArgs& tensor(const at::Tensor& t, const char* name);
   TritonArgs& i32(int64_t value, const char* name);
   TritonArgs& f32(double value, const char* name);
-  // The parameter names, comma-separated, as the cubin table records them.
+  // "name:type" of each parameter, comma-separated, as the cubin table records them
+  // ("Q:*bf16,...,scale:fp32,T:i32").
   std::string names() const;
   // Every tensor argument is on CUDA device `device`.
   void check_device(int device) const;
@@ -45,7 +48,7 @@ class TritonArgs {
  private:
   std::deque<uint64_t> values_;  // a deque: the addresses handed out stay valid as it grows
   std::vector<std::string> names_;
-  std::vector<at::Device> devices_;  // of the tensor arguments
+  std::vector<at::Tensor> tensors_;  // held until the launch is queued
 };
 
 // Throws unless `args` carries exactly the parameters `cubin` was compiled with, in order.

@@ -23,6 +23,7 @@ import argparse
 import concurrent.futures
 import itertools
 import json
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -95,7 +96,9 @@ def constexprs(fn, head_dim, block_m, block_n):
 
 
 def resource_usage(cubin):
-    """{"registers", "stack", "local"} of the cubin's one function, from cuobjdump -res-usage."""
+    """{"registers", "stack", "local", "static_shared"} of the cubin's one function, from
+    cuobjdump -res-usage (static shared memory counts against the opt-in limit beside the
+    dynamic shared memory the launch asks for)."""
     cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin",
                              "cuobjdump")
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
@@ -105,7 +108,7 @@ def resource_usage(cubin):
                               text=True).stdout
     fields = dict(item.split(":", 1) for item in text.split() if ":" in item and item[0].isupper())
     return {"registers": int(fields["REG"]), "stack": int(fields["STACK"]),
-            "local": int(fields["LOCAL"])}
+            "local": int(fields["LOCAL"]), "static_shared": int(fields["SHARED"])}
 
 
 def compile_variant(kernel, arch, dtype, head_dim, config):
@@ -128,7 +131,8 @@ def compile_variant(kernel, arch, dtype, head_dim, config):
     cubin = compiled.asm["cubin"]
     entry = {"kernel": kernel, "arch": arch, "dtype": dtype, "head_dim": head_dim,
              "function": meta.name,
-             "params": ",".join(n for n in fn.arg_names if types[n] != "constexpr"),
+             "params": ",".join(f"{n}:{types[n]}" for n in fn.arg_names
+                                if types[n] != "constexpr"),
              "block_m": block_m, "block_n": block_n,
              "num_warps": meta.num_warps, "num_stages": stages, "shared": meta.shared,
              "size": len(cubin)}
@@ -138,7 +142,7 @@ def compile_variant(kernel, arch, dtype, head_dim, config):
 
 def within_budget(entry):
     return (entry["stack"] == 0 and entry["local"] == 0
-            and entry["shared"] <= SHARED_LIMIT[entry["arch"]])
+            and entry["shared"] + entry["static_shared"] <= SHARED_LIMIT[entry["arch"]])
 
 
 def variants(configs):
@@ -187,7 +191,8 @@ def build(args):
     for i, e in enumerate(entries):
         cpp.append(f'    {{"{e["kernel"]}", {e["arch"]}, "{e["dtype"]}", {e["head_dim"]}, '
                    f'"{e["function"]}", "{e["params"]}", {e["block_m"]}, {e["block_n"]}, {e["num_warps"]}, '
-                   f'{e["num_stages"]}, {e["shared"]}, {e["registers"]}, {e["stack"]}, '
+                   f'{e["num_stages"]}, {e["shared"]}, {e["static_shared"]}, {e["registers"]}, '
+                   f'{e["stack"]}, '
                    f'{e["local"]}, cubin_{i}, {e["size"]}}},')
     cpp += ["};", "}  // namespace", "",
             "std::span<const TritonCubin> triton_cubins() { return table; }", "",
@@ -221,7 +226,9 @@ def candidates(kernel, arch, head_dim, jobs=2):
     space = SEARCH_SPACE[kernel]
     configs = list(itertools.product(space["m"], space["n"], space["warps"], space["stages"]))
     work = [(kernel, arch, dtype, head_dim, c) for c in configs]
-    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+    # spawn, not fork: the tuner calls this after CUDA and torch's threads started.
+    spawn = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=spawn) as pool:
         results = list(pool.map(compile_variant, *zip(*work)))
     fits = [e for _, e in results if within_budget(e)]
     fits.sort(key=lambda e: (-e["block_m"] * max(e["block_n"], 1), -e["num_stages"],

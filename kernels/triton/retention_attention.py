@@ -26,6 +26,9 @@ query tiles that can see it (Q_END) (tile_ranges in retention_host.py). The loop
 ranges only, with no branch inside (which would keep Triton from pipelining the loads); causality
 bounds them on the other side. A tile inside the range that a row cannot see is masked.
 
+Integer parameters are not specialised (do_not_specialize): the JIT (the interpreter, the tuner on a
+GPU) then compiles what the build ships, where no integer is assumed divisible by 16 or equal to 1.
+
 The kernels' parameters are the ABI of the cubins: kernels/triton_launch.cpp passes the same
 arguments in the same order (plus Triton's two scratch pointers); change both together.
 """
@@ -48,7 +51,7 @@ def _scores_log2(q, k, a, pos_q, pos_k, seg_q, seg_k, rows, cols, T, scale_log2)
     return tl.where(visible, s, float("-inf")), distance
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["T", "H", "HK", "NQT"])
 def retention_fwd(Q, K, V, A, POS, SEG, KV_START, OUT, LSE, scale, T, H, HK, NQT,
                   D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     qt = tl.program_id(0)
@@ -98,7 +101,7 @@ def retention_fwd(Q, K, V, A, POS, SEG, KV_START, OUT, LSE, scale, T, H, HK, NQT
     tl.store(LSE + bh.to(tl.int64) * T + rows, lse, mask=row_ok)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["T"])
 def retention_bwd_delta(OUT, DOUT, DELTA, T, D: tl.constexpr, BLOCK_M: tl.constexpr):
     """delta_i = sum_d dO_id O_id, the softmax backward's row term, fp32."""
     bh = tl.program_id(1)
@@ -111,7 +114,7 @@ def retention_bwd_delta(OUT, DOUT, DELTA, T, D: tl.constexpr, BLOCK_M: tl.conste
     tl.store(DELTA + bh.to(tl.int64) * T + rows, tl.sum(o * do, 1), mask=row_ok)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["T", "H", "HK", "NKT"])
 def retention_bwd_dkdv(Q, K, V, A, POS, SEG, Q_END, DOUT, LSE, DELTA, DK, DV, DA, scale, T, H,
                        HK, NKT, D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """One program per (key tile, KV head, row): dK, dV and d a of the tile, summed in registers
@@ -167,7 +170,7 @@ def retention_bwd_dkdv(Q, K, V, A, POS, SEG, Q_END, DOUT, LSE, DELTA, DK, DV, DA
     tl.store(DA + kv_base + cols, da, mask=col_ok)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["T", "H", "HK", "NQT"])
 def retention_bwd_dq(Q, K, V, A, POS, SEG, KV_START, DOUT, LSE, DELTA, DQ, scale, T, H, HK, NQT,
                      D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """One program per (query tile, query head, row): dQ of the tile over the key tiles it sees."""
@@ -212,7 +215,7 @@ def retention_bwd_dq(Q, K, V, A, POS, SEG, KV_START, DOUT, LSE, DELTA, DQ, scale
              mask=row_ok[:, None])
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["T", "HK", "NT"])
 def retention_sum_fwd(A, POS, SEG, START, S, T, HK, NT, BLOCK: tl.constexpr):
     """S_t = sum over i <= t in t's document of exp((pos_t - pos_i) a_i): one program per
     (tile of t, KV head, row), looping over the tiles of i that t's tile can see."""
@@ -236,7 +239,7 @@ def retention_sum_fwd(A, POS, SEG, START, S, T, HK, NT, BLOCK: tl.constexpr):
     tl.store(S + base + rows, total, mask=row_ok)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["T", "HK", "NT"])
 def retention_sum_bwd(A, POS, SEG, END, DS, DA, T, HK, NT, BLOCK: tl.constexpr):
     """d a_i = sum over the t that count i of dS_t (pos_t - pos_i) exp((pos_t - pos_i) a_i): one
     program per (tile of i, KV head, row), looping over the tiles of t at or after it."""
