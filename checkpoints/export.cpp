@@ -3,10 +3,8 @@
 #include "checkpoints/gate_file.h"
 #include "checkpoints/scorer_file.h"
 #include "checkpoints/step_dir.h"
-#include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "core/safetensors.h"
 
 namespace retain {
 
@@ -38,31 +36,8 @@ void export_checkpoint(const fs::path& checkpoint, const fs::path& out) {
     log_info("exported the scorer of ", step_dir.string(), " to ", out.string());
     return;
   }
-  RETAIN_CHECK(kind == "base", step_dir.string(), ": unknown checkpoint kind '", kind, "'");
-  Config recipe = Config::load(step_dir / "recipe.yaml");
-  fs::path model_dir = recipe.get<std::string>("model.path");
-  RETAIN_CHECK(!fs::exists(out), out.string(), " already exists");
-  fs::path tmp = out;
-  tmp += ".tmp";
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  try {
-    for (const char* f :
-         {"config.json", "tokenizer.json", "tokenizer.model", "tokenizer_config.json"})
-      if (fs::exists(model_dir / f)) fs::copy_file(model_dir / f, tmp / f);
-    auto params = SafetensorsFile::open(step_dir / "params.safetensors");
-    SafetensorsWriter writer;
-    writer.set_metadata("format", "pt");
-    for (const auto& name : params->names())
-      if (name.rfind("rng.", 0) != 0) writer.add(name, params->tensor(name).clone());
-    writer.write(tmp / "model.safetensors");
-    fs::rename(tmp, out);
-  } catch (...) {
-    std::error_code ignored;
-    fs::remove_all(tmp, ignored);
-    throw;
-  }
-  log_info("exported the model of ", step_dir.string(), " to ", out.string());
+  throw Error(str_cat(step_dir.string(), ": unknown checkpoint kind '", kind,
+                      "' (expected gates or scorer)"));
 }
 
 }  // namespace retain

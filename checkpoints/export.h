@@ -1,8 +1,7 @@
 // `retain export RUN/step-N --out ...`: a checkpoint's trained weights in their usable form.
 // `retain export RUN --out ...` exports the run's newest complete step.
 //   gate runs: the gate file (safetensors + metadata, see gate_file.h)
-//   base runs (train.trainable: base): an HF model directory (config.json, model.safetensors,
-//   tokenizer files) that every retain command and transformers can load.
+//   scorer runs (train.trainable: locret | kvzap): the scorer file (scorer_file.h)
 #pragma once
 
 #include "core/fs.h"

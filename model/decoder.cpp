@@ -278,32 +278,6 @@ void Decoder::fuse_layer(Layer& layer, const std::string& p,
   }
 }
 
-void Decoder::unfuse_layer(Layer& layer, const std::string& p,
-                           const std::unordered_map<std::string, size_t>& index) {
-  // Each view becomes its own tensor, in params_ and in the layer alike.
-  auto own = [&](at::Tensor& field, const std::string& name) {
-    if (!field.defined()) return;
-    field = field.clone();
-    params_[index.at(name)].second = field;
-  };
-  if (layer.qkv_w.defined()) {
-    own(layer.q_w, p + "self_attn.q_proj.weight");
-    own(layer.k_w, p + "self_attn.k_proj.weight");
-    own(layer.v_w, p + "self_attn.v_proj.weight");
-    own(layer.q_b, p + "self_attn.q_proj.bias");
-    own(layer.k_b, p + "self_attn.k_proj.bias");
-    own(layer.v_b, p + "self_attn.v_proj.bias");
-    layer.qkv_w = layer.qkv_b = at::Tensor();
-  }
-  if (layer.gate_up_w.defined()) {
-    own(layer.gate_w, p + "mlp.gate_proj.weight");
-    own(layer.up_w, p + "mlp.up_proj.weight");
-    own(layer.gate_b, p + "mlp.gate_proj.bias");
-    own(layer.up_b, p + "mlp.up_proj.bias");
-    layer.gate_up_w = layer.gate_up_b = at::Tensor();
-  }
-}
-
 bool Decoder::projections_fused() const {
   return !layers_.empty() &&
          (layers_.front().qkv_w.defined() || layers_.front().gate_up_w.defined());
@@ -506,17 +480,6 @@ at::Tensor Decoder::forward_hidden(const at::Tensor& input_ids, const at::Tensor
   }
   if (context.cache != nullptr) context.cache->end_step();
   return rms_norm(x, final_norm_);
-}
-
-void Decoder::set_trainable(bool trainable) {
-  if (trainable && projections_fused()) {
-    std::unordered_map<std::string, size_t> index;
-    for (size_t i = 0; i < params_.size(); ++i) index.emplace(params_[i].first, i);
-    for (int64_t l = 0; l < config_.num_layers; ++l)
-      unfuse_layer(layers_[static_cast<size_t>(l)],
-                   str_cat(config_.weight_prefix, "layers.", l, "."), index);
-  }
-  for (auto& [name, p] : params_) p.requires_grad_(trainable);
 }
 
 at::Tensor Decoder::logits(const at::Tensor& hidden) const {

@@ -80,10 +80,6 @@ class Decoder {
   // Bytes of every weight once (a tied LM head counted once): what one decode step reads (this
   // rank's under tensor parallelism).
   int64_t weight_bytes() const;
-  // Turns gradients on for every parameter (train.trainable: base) or off (the frozen default).
-  // Trainable weights are separate tensors (a fused product would not reach their gradients), so
-  // this first undoes LoadOptions::fuse_projections.
-  void set_trainable(bool trainable);
   // Whether the layers run fused q/k/v and gate/up products.
   bool projections_fused() const;
 
@@ -101,8 +97,6 @@ class Decoder {
   // makes the separate fields and params_ entries views of them; `index` maps names to params_.
   void fuse_layer(Layer& layer, const std::string& prefix,
                   const std::unordered_map<std::string, size_t>& index);
-  void unfuse_layer(Layer& layer, const std::string& prefix,
-                    const std::unordered_map<std::string, size_t>& index);
   at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight) const;
   at::Tensor mlp(const Layer& layer, const at::Tensor& x) const;
   // Where tensor parallelism enters a block, and nowhere else (model/tensor_parallel.h): the input

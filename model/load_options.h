@@ -22,7 +22,8 @@ struct LoadOptions {
   // q/k/v and gate/up weights concatenated at load, so a layer runs two products where it ran
   // five (each output is the same dot product; MKL and cuBLAS may sum it in another order, so the
   // logits agree to rounding, not bit for bit). The separate names stay, as views of the fused
-  // tensors: nothing is held twice. set_trainable(true) separates them again.
+  // tensors: nothing is held twice. The weights are frozen (retain trains gates and scorers on a
+  // frozen model), so no gradient needs the separate tensors.
   bool fuse_projections = true;
 };
 

@@ -41,14 +41,15 @@ TEST(RecipeSchema, ReadsTypedMembersAndRefusesValuesOutOfRange) {
     more.insert(more.end(), paths.begin(), paths.end());
     return read_settings(resolve_recipe("", more));
   };
-  const TrainSettings s = with({"optim.betas=[0.8, 0.95]", "train.trainable=base"});
+  const TrainSettings s = with({"optim.betas=[0.8, 0.95]", "train.trainable=kvzap"});
   EXPECT_EQ(s.model_dir, "m");
   EXPECT_EQ(s.gates.width, GateConfig{}.width);  // the gate defaults are GateConfig's
   EXPECT_EQ(s.gates.bias_init, GateConfig{}.bias_init);
   EXPECT_DOUBLE_EQ(s.beta1, 0.8);
   EXPECT_DOUBLE_EQ(s.beta2, 0.95);
-  EXPECT_TRUE(s.train_base());
-  EXPECT_TRUE(s.terms.ntp && !s.terms.fwkl);  // base training: next-token loss only
+  EXPECT_TRUE(s.train_scorer());
+  EXPECT_EQ(s.scorer.kind, ScorerKind::kKvzap);
+  EXPECT_TRUE(s.terms.ntp && s.terms.fwkl);  // loss.base's default
   EXPECT_EQ(s.device, "auto");
   EXPECT_ERROR_CONTAINS(with({"optim.lr=-1"}), "optim.lr must be positive, found -1");
   EXPECT_ERROR_CONTAINS(with({"train.steps=0"}), "train.steps must be positive, found 0");

@@ -1,4 +1,5 @@
-// The loss that gates and the base train with: the model runs with a student hook (its gates, or
+// The loss gates train with (its own file: the losses of the language model, apart from the
+// gates' bookkeeping in gate_trainable.cpp): the model runs with a student hook (its gates, or
 // none: plain attention) and, when a KL term is on, again without gates and without grad (the
 // teacher); the base loss terms (loss.base: fwkl, rvkl, ntp) are averaged, each normalised by the
 // step's count of targets so that accumulation gives one big batch's gradient.

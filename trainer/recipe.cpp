@@ -105,12 +105,10 @@ const std::vector<RecipeKey>& recipe_schema() {
          s.scorer.init_std = r.get<double>(key);
          s.scorer.validate(r.where());  // the last scorer.* key
        }},
-      {"loss.base", "[fwkl, ntp]", "base loss terms, averaged: fwkl | rvkl | ntp (base: ntp only)",
+      {"loss.base", "[fwkl, ntp]", "base loss terms, averaged: fwkl | rvkl | ntp",
        [](const Config& r, const std::string& key, TrainSettings& s) {
-         // Needs train.trainable, which read_settings reads before every other key.
-         s.terms = s.train_base() ? BaseLossTerms::parse({"ntp"}, r.where())
-                                  : BaseLossTerms::parse(r.get<std::vector<std::string>>(key),
-                                                         r.where() + ": " + key);
+         s.terms =
+             BaseLossTerms::parse(r.get<std::vector<std::string>>(key), r.where() + ": " + key);
        }},
       {"loss.capacity", "global", "local (per layer and head, TrimKV) | global (DBTrimKV)",
        [](const Config& r, const std::string& key, TrainSettings& s) {
@@ -152,19 +150,17 @@ const std::vector<RecipeKey>& recipe_schema() {
       {"train.grad_accum", "1", "micro-batches per optimizer step",
        positive(&TrainSettings::grad_accum)},
       {"train.trainable", "gates",
-       "gates | base (pretrain every parameter of a small model, ntp only) | locret | kvzap (a "
-       "learned scorer on the frozen model: scorer.*)",
+       "gates | locret | kvzap (a learned scorer on the frozen model: scorer.*)",
        [](const Config& r, const std::string& key, TrainSettings& s) {
          const std::string trainable = r.get<std::string>(key);
          bool known = false;
-         for (auto kind : {TrainableKind::kGates, TrainableKind::kBase, TrainableKind::kLocret,
-                           TrainableKind::kKvzap})
+         for (auto kind : {TrainableKind::kGates, TrainableKind::kLocret, TrainableKind::kKvzap})
            if (trainable == trainable_name(kind)) {
              s.trainable = kind;
              known = true;
            }
          RETAIN_CHECK(known, r.where(), ": ", key, " '", trainable,
-                      "' is not supported (expected gates, base, locret or kvzap)");
+                      "' is not supported (expected gates, locret or kvzap)");
          if (s.train_scorer()) s.scorer.kind = parse_scorer_kind(trainable, r.where());
        }},
       {"train.activation_checkpointing", "false", "recompute each layer in the backward pass",

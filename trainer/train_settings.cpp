@@ -9,8 +9,6 @@ const char* trainable_name(TrainableKind kind) {
   switch (kind) {
     case TrainableKind::kGates:
       return "gates";
-    case TrainableKind::kBase:
-      return "base";
     case TrainableKind::kLocret:
       return "locret";
     case TrainableKind::kKvzap:
@@ -21,9 +19,6 @@ const char* trainable_name(TrainableKind kind) {
 
 TrainSettings read_settings(const Config& r) {
   TrainSettings s;
-  // train.trainable first: the base loss terms depend on it.
-  for (const auto& k : recipe_schema())
-    if (std::string(k.key) == "train.trainable") k.read(r, k.key, s);
   for (const auto& k : recipe_schema()) k.read(r, k.key, s);
   return s;
 }

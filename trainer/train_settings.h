@@ -13,8 +13,8 @@
 namespace retain {
 
 // train.trainable: what the run optimizes (trainer/trainable.h).
-enum class TrainableKind { kGates, kBase, kLocret, kKvzap };
-// As a recipe writes it: gates | base | locret | kvzap.
+enum class TrainableKind { kGates, kLocret, kKvzap };
+// As a recipe writes it: gates | locret | kvzap.
 const char* trainable_name(TrainableKind kind);
 
 struct TrainSettings {
@@ -22,7 +22,6 @@ struct TrainSettings {
   std::string device, dtype;  // model.device, model.dtype as written (resolved at setup)
   uint64_t seed;
   TrainableKind trainable = TrainableKind::kGates;
-  bool train_base() const { return trainable == TrainableKind::kBase; }
   // locret | kvzap: a learned scorer (scorer.kind says which).
   bool train_scorer() const {
     return trainable == TrainableKind::kLocret || trainable == TrainableKind::kKvzap;

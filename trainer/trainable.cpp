@@ -5,7 +5,6 @@ namespace retain {
 // Each in its own file (trainer/<kind>_trainable.cpp).
 std::unique_ptr<Trainable> make_gate_trainable(const TrainSettings& settings, const Decoder& model,
                                                const std::string& recipe_sha);
-std::unique_ptr<Trainable> make_base_trainable(const TrainSettings& settings, Decoder& model);
 std::unique_ptr<Trainable> make_scorer_trainable(const TrainSettings& settings,
                                                  const Decoder& model,
                                                  const std::string& recipe_sha);
@@ -29,13 +28,11 @@ std::vector<at::Tensor> Trainable::parameters() const {
   return out;
 }
 
-std::unique_ptr<Trainable> make_trainable(const TrainSettings& settings, Decoder& model,
+std::unique_ptr<Trainable> make_trainable(const TrainSettings& settings, const Decoder& model,
                                           const std::string& recipe_sha) {
   switch (settings.trainable) {
     case TrainableKind::kGates:
       return make_gate_trainable(settings, model, recipe_sha);
-    case TrainableKind::kBase:
-      return make_base_trainable(settings, model);
     case TrainableKind::kLocret:
     case TrainableKind::kKvzap:
       return make_scorer_trainable(settings, model, recipe_sha);

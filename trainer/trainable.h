@@ -96,7 +96,7 @@ class Trainable {
 
 // The trainable train.trainable names, made (or, for gates with train.init_from, read) on the
 // model's device. `model` and `settings` outlive it; `recipe_sha` goes into the files it writes.
-std::unique_ptr<Trainable> make_trainable(const TrainSettings& settings, Decoder& model,
+std::unique_ptr<Trainable> make_trainable(const TrainSettings& settings, const Decoder& model,
                                           const std::string& recipe_sha);
 
 }  // namespace retain
