@@ -39,11 +39,10 @@ void register_train_commands(CLI::App& app, Commands& commands) {
   };
   auto exp = std::make_shared<Export>();
   auto* export_cmd =
-      app.add_subcommand("export", "write a checkpoint's gates (or base model) in usable form");
+      app.add_subcommand("export", "write a checkpoint's gate or scorer file in usable form");
   export_cmd->add_option("checkpoint", exp->checkpoint, "RUN/step-N, or RUN for its newest step")
       ->required();
-  export_cmd->add_option("--out", exp->out, "gate file (.safetensors) or model directory")
-      ->required();
+  export_cmd->add_option("--out", exp->out, "gate or scorer file (.safetensors)")->required();
   commands.add(export_cmd, [exp] {
     export_checkpoint(exp->checkpoint, exp->out);
     return 0;
