@@ -250,7 +250,7 @@ train_kernels() {
     "$BUILD/retain" init-model --preset qwen3-4b --seed 0 --out "$model" --force || return 1
   timeout "${PEERS_TIMEOUT:-150}" "$PYTHON" scripts/peers/train_step.py --retain "$BUILD/retain" \
     --model "$model" --device cuda --dtype bf16 --seq 4096 --memory 1024 --iters 2 --warmup 1 \
-    --checkpointing true --json "$OUT/peers_train_4096.json" || ok=1
+    --checkpointing true --attention triton --json "$OUT/peers_train_4096.json" || ok=1
   [ -f "$OUT/peers_train_4096.json" ] && tr -d '\n' < "$OUT/peers_train_4096.json" >> "$j" &&
     echo >> "$j"
   return $ok

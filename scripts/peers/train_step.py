@@ -46,6 +46,8 @@ def parse_args():
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--attention", default="wmma", choices=["wmma", "triton", "reference"],
+                    help="retain's retention kernels (bench train --attention)")
     ap.add_argument("--json", help="also write every figure here")
     args = ap.parse_args()
     if args.seq < 2 or args.batch < 1 or args.iters < 1 or args.warmup < 0:
@@ -59,7 +61,7 @@ def run_retain(args):
            "--memory", str(args.memory), "--checkpointing", args.checkpointing,
            "--iters", str(args.iters), "--warmup", str(args.warmup), "--device", args.device,
            "--dtype", args.dtype, "--threads", str(args.threads), "--seed", str(args.seed),
-           "--json"]
+           "--attention", args.attention, "--json"]
     done = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
     if done.returncode != 0:
         sys.exit(f"retain failed ({' '.join(cmd)}):\n{done.stderr}")
