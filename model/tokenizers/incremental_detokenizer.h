@@ -9,8 +9,9 @@
 // U+FFFD) wait until the character is whole, and so does a run of byte-fallback pieces until it
 // ends (TextDecoder::holds). The emitted text equals decode(all tokens): tested on
 // every tokenizer fixture and the real SmolLM2 tokenizer with random and real token sequences
-// (tests/hf_tokenizer_test.cpp). A decoder where it would not (the window's text is not a prefix
-// of the longer window's) holds its text back; finish() then emits the rest of the whole decode.
+// (tests/incremental_detokenizer_test.cpp). A decoder where it would not (the window's text is not
+// a prefix of the longer window's) holds its text back; finish() then emits the rest of the whole
+// decode.
 #pragma once
 
 #include <cstdint>
@@ -45,8 +46,9 @@ class IncrementalDetokenizer {
   // Appends a token; returns the text it completes (often "", e.g. inside a UTF-8 character).
   std::string push(int64_t token);
   // The end of the sequence: returns what decode(all tokens) has beyond text() (an unfinished
-  // character's U+FFFD included, as decode gives it). Throws if text() is not a prefix of it
-  // (a decoder outside the guarantee above).
+  // character's U+FFFD included, as decode gives it). Where text() is not a prefix of it (a
+  // decoder outside the guarantee above; not seen on any tokenizer tested), returns "" and logs a
+  // warning once: streamed text cannot be taken back.
   std::string finish();
 
   // Everything emitted so far.
