@@ -42,21 +42,8 @@ at::Tensor per_tile(const at::Tensor& x, int64_t tile, int64_t pad, bool minimum
   return minimum ? padded.amin(-1) : padded.amax(-1);
 }
 
-const char* dtype_name(at::ScalarType t) {
-  switch (t) {
-    case at::kBFloat16:
-      return "bf16";
-    case at::kHalf:
-      return "fp16";
-    case at::kFloat:
-      return "fp32";
-    default:
-      return "";
-  }
-}
-
 const TritonCubin& cubin_for(const char* kernel, int arch, const at::Tensor& t, int head_dim) {
-  const TritonCubin* c = find_triton_cubin(kernel, arch, dtype_name(t.scalar_type()), head_dim);
+  const TritonCubin* c = find_triton_cubin(kernel, arch, triton_type(t.scalar_type()), head_dim);
   RETAIN_CHECK(c != nullptr, "no Triton cubin of ", kernel, " for sm_", arch, ", ", t.scalar_type(),
                ", head dim ", head_dim);
   return *c;
@@ -115,7 +102,7 @@ std::string retention_attention_triton_unsupported(const at::Tensor& q, const at
       log_beta.scalar_type() != at::kFloat)
     return "q, k, v differ in dtype or log beta is not fp32";
   const int arch = cuda_device_arch(q.get_device());
-  if (find_triton_cubin("retention_fwd", arch, dtype_name(q.scalar_type()),
+  if (find_triton_cubin("retention_fwd", arch, triton_type(q.scalar_type()),
                         static_cast<int>(q.size(-1))) == nullptr)
     return str_cat("no cubin for sm_", arch, ", ", q.scalar_type(), ", head dim ", q.size(-1),
                    " (built: bf16/fp16, head dims 64/128, kernels/triton/configs.json's archs)");

@@ -7,9 +7,6 @@
 
 namespace retain {
 
-namespace {
-
-// Triton's name of a pointer's element type, as compile_cubins.py writes it.
 const char* triton_type(at::ScalarType t) {
   switch (t) {
     case at::kBFloat16:
@@ -24,8 +21,6 @@ const char* triton_type(at::ScalarType t) {
       return "?";
   }
 }
-
-}  // namespace
 
 bool triton_arch_runs_on(int cubin_arch, int device_arch) {
   if (cubin_arch >= 90) return cubin_arch == device_arch;

@@ -22,6 +22,10 @@ namespace retain {
 // (sm_90a, sm_100a, sm_120a), which run on that arch only; sm_80 cubins run on every 8.x device.
 bool triton_arch_runs_on(int cubin_arch, int device_arch);
 
+// Triton's name of an element type, as compile_cubins.py writes it: "bf16", "fp16", "fp32", "i32"
+// ("?" for any other).
+const char* triton_type(at::ScalarType t);
+
 // The cubin of `kernel` for a device of `device_arch`, `dtype` ("bf16", "fp16", "fp32") and
 // head dim (0 for the sums), or nullptr.
 const TritonCubin* find_triton_cubin(const std::string& kernel, int device_arch,

@@ -51,6 +51,40 @@ def _scores_log2(q, k, a, pos_q, pos_k, seg_q, seg_k, rows, cols, T, scale_log2)
     return tl.where(visible, s, float("-inf")), distance
 
 
+@triton.jit
+def _load_key_tile(K, V, A, POS, SEG, kv_base, b, T, kt, D: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Key tile kt of one KV head (rows of K and V from kv_base): its indices, K, V, log beta,
+    positions and segments; past T, zeros and segment -2 (matches nothing)."""
+    cols = kt * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_ok = cols < T
+    offsets = (kv_base + cols[:, None]) * D + tl.arange(0, D)[None, :]
+    k = tl.load(K + offsets, mask=col_ok[:, None], other=0.0)
+    v = tl.load(V + offsets, mask=col_ok[:, None], other=0.0)
+    a = tl.load(A + kv_base + cols, mask=col_ok, other=0.0)
+    pos = tl.load(POS + b * T + cols, mask=col_ok, other=0)
+    seg = tl.load(SEG + b * T + cols, mask=col_ok, other=-2)
+    return cols, k, v, a, pos, seg
+
+
+@triton.jit
+def _load_query_rows(Q, DOUT, LSE, DELTA, POS, SEG, q_base, b, T, qt, D: tl.constexpr,
+                     BLOCK_M: tl.constexpr):
+    """What the backward kernels read of query tile qt of one head (rows from q_base): indices, Q,
+    dO, the logsumexp in log2 units (0 on a row that sees nothing: its scores are all -inf, so P is
+    0), delta, positions and segments; past T, zeros and segment -1."""
+    rows = qt * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < T
+    offsets = (q_base + rows[:, None]) * D + tl.arange(0, D)[None, :]
+    q = tl.load(Q + offsets, mask=row_ok[:, None], other=0.0)
+    do = tl.load(DOUT + offsets, mask=row_ok[:, None], other=0.0)
+    lse = tl.load(LSE + q_base + rows, mask=row_ok, other=0.0)
+    lse_log2 = tl.where(lse == float("-inf"), 0.0, lse * 1.4426950408889634)
+    delta = tl.load(DELTA + q_base + rows, mask=row_ok, other=0.0)
+    pos = tl.load(POS + b * T + rows, mask=row_ok, other=0)
+    seg = tl.load(SEG + b * T + rows, mask=row_ok, other=-1)
+    return rows, q, do, lse_log2, delta, pos, seg
+
+
 @triton.jit(do_not_specialize=["T", "H", "HK", "NQT"])
 def retention_fwd(Q, K, V, A, POS, SEG, KV_START, OUT, LSE, scale, T, H, HK, NQT,
                   D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
@@ -74,15 +108,8 @@ def retention_fwd(Q, K, V, A, POS, SEG, KV_START, OUT, LSE, scale, T, H, HK, NQT
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, D], tl.float32)
     for kt in range(kt_start, kt_end):
-        cols = kt * BLOCK_N + tl.arange(0, BLOCK_N)
-        col_ok = cols < T
-        k = tl.load(K + (kv_base + cols[:, None]) * D + dims[None, :], mask=col_ok[:, None],
-                    other=0.0)
-        v = tl.load(V + (kv_base + cols[:, None]) * D + dims[None, :], mask=col_ok[:, None],
-                    other=0.0)
-        a = tl.load(A + kv_base + cols, mask=col_ok, other=0.0)
-        pos_k = tl.load(POS + b * T + cols, mask=col_ok, other=0)
-        seg_k = tl.load(SEG + b * T + cols, mask=col_ok, other=-2)
+        cols, k, v, a, pos_k, seg_k = _load_key_tile(K, V, A, POS, SEG, kv_base, b, T, kt, D,
+                                                     BLOCK_N)
         s, _ = _scores_log2(q, k, a, pos_q, pos_k, seg_q, seg_k, rows, cols, T, scale_log2)
         m_new = tl.maximum(m_i, tl.max(s, 1))
         # Rows that have seen nothing yet keep -inf: shift them by 0 so exp2 gives 0, not NaN.
@@ -123,15 +150,10 @@ def retention_bwd_dkdv(Q, K, V, A, POS, SEG, Q_END, DOUT, LSE, DELTA, DK, DV, DA
     bhk = tl.program_id(1)
     b = bhk // HK
     group = H // HK
-    cols = kt * BLOCK_N + tl.arange(0, BLOCK_N)
     dims = tl.arange(0, D)
-    col_ok = cols < T
     kv_base = bhk.to(tl.int64) * T
-    k = tl.load(K + (kv_base + cols[:, None]) * D + dims[None, :], mask=col_ok[:, None], other=0.0)
-    v = tl.load(V + (kv_base + cols[:, None]) * D + dims[None, :], mask=col_ok[:, None], other=0.0)
-    a = tl.load(A + kv_base + cols, mask=col_ok, other=0.0)
-    pos_k = tl.load(POS + b * T + cols, mask=col_ok, other=0)
-    seg_k = tl.load(SEG + b * T + cols, mask=col_ok, other=-2)
+    cols, k, v, a, pos_k, seg_k = _load_key_tile(K, V, A, POS, SEG, kv_base, b, T, kt, D, BLOCK_N)
+    col_ok = cols < T
     qt_start = (kt * BLOCK_N) // BLOCK_M  # query tiles before the key tile's first key: masked
     qt_end = tl.load(Q_END + b * NKT + kt)
     scale_log2 = scale * 1.4426950408889634
@@ -143,20 +165,10 @@ def retention_bwd_dkdv(Q, K, V, A, POS, SEG, Q_END, DOUT, LSE, DELTA, DK, DV, DA
         bh = b * H + (bhk % HK) * group + g
         q_base = bh.to(tl.int64) * T
         for qt in range(qt_start, qt_end):
-            rows = qt * BLOCK_M + tl.arange(0, BLOCK_M)
-            row_ok = rows < T
-            q = tl.load(Q + (q_base + rows[:, None]) * D + dims[None, :], mask=row_ok[:, None],
-                        other=0.0)
-            do = tl.load(DOUT + (q_base + rows[:, None]) * D + dims[None, :], mask=row_ok[:, None],
-                         other=0.0)
-            lse = tl.load(LSE + q_base + rows, mask=row_ok, other=0.0)
-            delta = tl.load(DELTA + q_base + rows, mask=row_ok, other=0.0)
-            pos_q = tl.load(POS + b * T + rows, mask=row_ok, other=0)
-            seg_q = tl.load(SEG + b * T + rows, mask=row_ok, other=-1)
+            rows, q, do, lse_log2, delta, pos_q, seg_q = _load_query_rows(
+                Q, DOUT, LSE, DELTA, POS, SEG, q_base, b, T, qt, D, BLOCK_M)
             s, distance = _scores_log2(q, k, a, pos_q, pos_k, seg_q, seg_k, rows, cols, T,
                                        scale_log2)
-            # A row that sees no key has lse -inf and every score -inf: use 0 so p is 0.
-            lse_log2 = tl.where(lse == float("-inf"), 0.0, lse * 1.4426950408889634)
             p = tl.exp2(s - lse_log2[:, None])
             dv += tl.dot(tl.trans(p.to(do.dtype)), do)
             dp = tl.dot(do, tl.trans(v))
@@ -178,34 +190,20 @@ def retention_bwd_dq(Q, K, V, A, POS, SEG, KV_START, DOUT, LSE, DELTA, DQ, scale
     bh = tl.program_id(1)
     b = bh // H
     hk = (bh % H) // (H // HK)
-    rows = qt * BLOCK_M + tl.arange(0, BLOCK_M)
-    dims = tl.arange(0, D)
-    row_ok = rows < T
     q_base = bh.to(tl.int64) * T
     kv_base = (b * HK + hk).to(tl.int64) * T
-    q = tl.load(Q + (q_base + rows[:, None]) * D + dims[None, :], mask=row_ok[:, None], other=0.0)
-    do = tl.load(DOUT + (q_base + rows[:, None]) * D + dims[None, :], mask=row_ok[:, None],
-                 other=0.0)
-    lse = tl.load(LSE + q_base + rows, mask=row_ok, other=0.0)
-    lse_log2 = tl.where(lse == float("-inf"), 0.0, lse * 1.4426950408889634)
-    delta = tl.load(DELTA + q_base + rows, mask=row_ok, other=0.0)
-    pos_q = tl.load(POS + b * T + rows, mask=row_ok, other=0)
-    seg_q = tl.load(SEG + b * T + rows, mask=row_ok, other=-1)
+    rows, q, do, lse_log2, delta, pos_q, seg_q = _load_query_rows(
+        Q, DOUT, LSE, DELTA, POS, SEG, q_base, b, T, qt, D, BLOCK_M)
+    dims = tl.arange(0, D)
+    row_ok = rows < T
     kt_start = tl.load(KV_START + b * NQT + qt)
     kt_end = (tl.minimum(qt * BLOCK_M + BLOCK_M, T) - 1) // BLOCK_N + 1
     scale_log2 = scale * 1.4426950408889634
 
     dq = tl.zeros([BLOCK_M, D], tl.float32)
     for kt in range(kt_start, kt_end):
-        cols = kt * BLOCK_N + tl.arange(0, BLOCK_N)
-        col_ok = cols < T
-        k = tl.load(K + (kv_base + cols[:, None]) * D + dims[None, :], mask=col_ok[:, None],
-                    other=0.0)
-        v = tl.load(V + (kv_base + cols[:, None]) * D + dims[None, :], mask=col_ok[:, None],
-                    other=0.0)
-        a = tl.load(A + kv_base + cols, mask=col_ok, other=0.0)
-        pos_k = tl.load(POS + b * T + cols, mask=col_ok, other=0)
-        seg_k = tl.load(SEG + b * T + cols, mask=col_ok, other=-2)
+        cols, k, v, a, pos_k, seg_k = _load_key_tile(K, V, A, POS, SEG, kv_base, b, T, kt, D,
+                                                     BLOCK_N)
         s, _ = _scores_log2(q, k, a, pos_q, pos_k, seg_q, seg_k, rows, cols, T, scale_log2)
         p = tl.exp2(s - lse_log2[:, None])
         dp = tl.dot(do, tl.trans(v))
