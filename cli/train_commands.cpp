@@ -17,8 +17,8 @@ void register_train_commands(CLI::App& app, Commands& commands) {
     bool keys = false;
   };
   auto train = std::make_shared<Train>();
-  auto* train_cmd =
-      app.add_subcommand("train", "train retention gates (or a small base model) from a recipe");
+  auto* train_cmd = app.add_subcommand(
+      "train", "train retention gates (or the scorer) on a frozen model from a recipe");
   train_cmd->add_option("recipe", train->recipe, "recipe YAML");
   train_cmd->add_option("overrides", train->overrides, "key.sub=value overrides");
   train_cmd->add_flag("--keys", train->keys,

@@ -38,6 +38,12 @@ void ProgressBar::update(int64_t n) {
   draw(false);
 }
 
+void ProgressBar::skip(int64_t n) {
+  done_ += n;
+  skipped_ += n;
+  draw(false);
+}
+
 void ProgressBar::finish() {
   if (finished_) return;
   finished_ = true;
@@ -47,8 +53,11 @@ void ProgressBar::finish() {
 }
 
 std::string ProgressBar::render() const {
-  double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
-  double rate = elapsed > 0 ? static_cast<double>(done_) / elapsed : 0.0;
+  return render_at(std::chrono::duration<double>(Clock::now() - start_).count());
+}
+
+std::string ProgressBar::render_at(double elapsed) const {
+  double rate = elapsed > 0 ? static_cast<double>(done_ - skipped_) / elapsed : 0.0;
   std::string line = label_ + " ";
   if (total_ > 0) {
     double frac = std::min(1.0, static_cast<double>(done_) / static_cast<double>(total_));

@@ -18,11 +18,15 @@ class ProgressBar {
   ProgressBar& operator=(const ProgressBar&) = delete;
 
   void update(int64_t n = 1);
+  // Counts n units done before this bar started (a resumed run): they fill the bar but not the
+  // rate, so the rate and the ETA are this run's own.
+  void skip(int64_t n);
   void set_postfix(std::string postfix) { postfix_ = std::move(postfix); }
   void finish();
 
-  // The rendered line for the current state (exposed for tests).
+  // The rendered line for the current state, and for a given elapsed time (tests).
   std::string render() const;
+  std::string render_at(double elapsed_s) const;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -33,6 +37,7 @@ class ProgressBar {
   std::string postfix_;
   int64_t total_;
   int64_t done_ = 0;
+  int64_t skipped_ = 0;  // of done_, the units of an earlier run
   bool tty_;
   bool finished_ = false;
   Clock::time_point start_;

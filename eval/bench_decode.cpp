@@ -15,6 +15,7 @@
 #include "eval/sweep.h"
 #include "gates/gate_bank.h"
 #include "kernels/bench_kernels.h"
+#include "kernels/cache_append_triton.h"
 #include "model/decoder.h"
 #include "model/generate.h"
 
@@ -187,6 +188,8 @@ int run_bench_decode_command(const BenchDecodeOptions& options) {
   out["decode_tokens_per_s"] = decode_rate;
   out["ms_per_decode_step"] = step_ms;
   out["decode_mode"] = r.decode_mode;  // what ran: eager, static or cuda-graph
+  // The cache's append on a GPU (RETAIN_CACHE_APPEND): ATen's scatters or the fused kernel.
+  out["cache_append"] = cache_append_choice() == CacheAppend::fused ? "fused" : "aten";
   out["prefill_seconds"] = r.prefill_seconds;
   out["decode_seconds"] = r.decode_seconds;
   out["kv_bytes_after_prefill"] = kv_after_prefill;

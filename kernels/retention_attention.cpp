@@ -16,6 +16,7 @@
 #include "kernels/cuda_launchers.h"
 #include "kernels/device_info.h"
 #include "kernels/retention_triton.h"
+#include "kernels/triton_launch.h"
 
 namespace retain {
 
@@ -327,16 +328,6 @@ RetentionKernels initial_kernels() {
 std::atomic<RetentionKernels>& kernels_choice() {
   static std::atomic<RetentionKernels> choice{initial_kernels()};
   return choice;
-}
-
-// Logs, once per distinct reason, that the Triton kernels were asked for and something else runs.
-void log_triton_fallback(const std::string& what, const std::string& why, const char* instead) {
-  static std::mutex mutex;
-  static std::set<std::string> logged;
-  const std::string line =
-      str_cat(what, ": Triton kernels asked for, ", why, "; running ", instead);
-  std::lock_guard<std::mutex> lock(mutex);
-  if (logged.insert(line).second) log_warn(line);
 }
 
 bool wmma_supports(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

@@ -216,9 +216,7 @@ TritonPlan plan_retention_sum_backward(const at::Tensor& log_beta, const at::Ten
 namespace {
 
 std::vector<at::Tensor> run(TritonPlan plan, const at::Tensor& on) {
-  for (auto& launch : plan.launches)
-    launch_triton_cubin(*launch.cubin, on.get_device(), launch.grid_x, launch.grid_y, launch.args);
-  return plan.outputs;
+  return launch_triton_plan(std::move(plan), on.get_device());
 }
 
 int arch_of(const at::Tensor& t) { return cuda_device_arch(t.get_device()); }

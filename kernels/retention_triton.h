@@ -32,23 +32,7 @@ std::string retention_attention_triton_unsupported(const at::Tensor& q, const at
                                                    const at::Tensor& v, const at::Tensor& log_beta);
 std::string retention_sum_triton_unsupported(const at::Tensor& log_beta);
 
-// The launches of one call, planned without touching a GPU (so the CPU tests check every
-// launch's arguments against the cubin's parameters): the outputs, allocated on the inputs'
-// device, and the cubins with their grids and arguments in order.
-struct TritonPlan {
-  struct Launch {
-    const TritonCubin* cubin;
-    int64_t grid_x, grid_y;
-    TritonArgs args;
-  };
-  std::vector<at::Tensor> outputs;
-  std::vector<Launch> launches;
-  TritonArgs& add(const TritonCubin& cubin, int64_t grid_x, int64_t grid_y) {
-    launches.push_back({&cubin, grid_x, grid_y, {}});
-    return launches.back().args;
-  }
-};
-// For a device of compute capability `arch` (x 10); outputs as the launchers below return them.
+// The launches of each call, planned without a GPU (TritonPlan, triton_launch.h), for a device of compute capability `arch` (x 10); outputs as the launchers below return them.
 TritonPlan plan_retention_attention_forward(const at::Tensor& q, const at::Tensor& k,
                                             const at::Tensor& v, const at::Tensor& log_beta,
                                             const at::Tensor& positions, const at::Tensor& segments,

@@ -2,8 +2,11 @@
 
 #include <cstring>
 #include <limits>
+#include <mutex>
+#include <set>
 
 #include "core/error.h"
+#include "core/log.h"
 
 namespace retain {
 
@@ -17,6 +20,8 @@ const char* triton_type(at::ScalarType t) {
       return "fp32";
     case at::kInt:
       return "i32";
+    case at::kLong:
+      return "i64";
     default:
       return "?";
   }
@@ -44,6 +49,26 @@ TritonArgs& TritonArgs::tensor(const at::Tensor& t, const char* name) {
   values_.push_back(address);
   names_.push_back(str_cat(name, ":*", triton_type(t.scalar_type())));
   tensors_.push_back(t);
+  return *this;
+}
+
+TritonArgs& TritonArgs::view(const at::Tensor& t, const char* name) {
+  RETAIN_CHECK(t.dim() >= 1 && t.stride(-1) == 1, "Triton kernels: ", name,
+               " must have unit stride along its last dimension, found strides ", t.strides());
+  const auto address = reinterpret_cast<uint64_t>(t.data_ptr());
+  RETAIN_CHECK(address % 16 == 0, "Triton kernels: ", name,
+               " does not start 16-byte aligned (the cubins are compiled assuming it)");
+  values_.push_back(address);
+  names_.push_back(str_cat(name, ":*", triton_type(t.scalar_type())));
+  tensors_.push_back(t);
+  return *this;
+}
+
+TritonArgs& TritonArgs::i64(int64_t value, const char* name) {
+  uint64_t slot = 0;
+  std::memcpy(&slot, &value, sizeof(value));
+  values_.push_back(slot);
+  names_.push_back(str_cat(name, ":i64"));
   return *this;
 }
 
@@ -91,7 +116,22 @@ std::vector<void*> TritonArgs::pointers() {
 void check_triton_args(const TritonCubin& cubin, const TritonArgs& args) {
   RETAIN_CHECK(args.names() == cubin.params, "Triton kernel ", cubin.kernel,
                ": the launcher passes (", args.names(), ") but the cubin was compiled with (",
-               cubin.params, "); kernels/retention_triton.cpp and kernels/triton/ disagree");
+               cubin.params, "); its launcher in kernels/ and kernels/triton/ disagree");
+}
+
+void log_triton_fallback(const std::string& what, const std::string& why, const char* instead) {
+  static std::mutex mutex;
+  static std::set<std::string> logged;
+  const std::string line =
+      str_cat(what, ": Triton kernels asked for, ", why, "; running ", instead);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (logged.insert(line).second) log_warn(line);
+}
+
+std::vector<at::Tensor> launch_triton_plan(TritonPlan plan, int device) {
+  for (auto& launch : plan.launches)
+    launch_triton_cubin(*launch.cubin, device, launch.grid_x, launch.grid_y, launch.args);
+  return plan.outputs;
 }
 
 }  // namespace retain

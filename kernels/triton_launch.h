@@ -22,8 +22,8 @@ namespace retain {
 // (sm_90a, sm_100a, sm_120a), which run on that arch only; sm_80 cubins run on every 8.x device.
 bool triton_arch_runs_on(int cubin_arch, int device_arch);
 
-// Triton's name of an element type, as compile_cubins.py writes it: "bf16", "fp16", "fp32", "i32"
-// ("?" for any other).
+// Triton's name of an element type, as compile_cubins.py writes it: "bf16", "fp16", "fp32", "i32",
+// "i64" ("?" for any other).
 const char* triton_type(at::ScalarType t);
 
 // The cubin of `kernel` for a device of `device_arch`, `dtype` ("bf16", "fp16", "fp32") and
@@ -39,7 +39,11 @@ class TritonArgs {
  public:
   // A tensor's data pointer (contiguous, 16-byte aligned: the cubins are compiled assuming it).
   TritonArgs& tensor(const at::Tensor& t, const char* name);
+  // A strided view whose strides travel as arguments of their own: unit stride along its last
+  // dimension and a 16-byte aligned start are all the cubins assume of it.
+  TritonArgs& view(const at::Tensor& t, const char* name);
   TritonArgs& i32(int64_t value, const char* name);
+  TritonArgs& i64(int64_t value, const char* name);
   TritonArgs& f32(double value, const char* name);
   // "name:type" of each parameter, comma-separated, as the cubin table records them
   // ("Q:*bf16,...,scale:fp32,T:i32").
@@ -55,6 +59,23 @@ class TritonArgs {
   std::vector<at::Tensor> tensors_;  // held until the launch is queued
 };
 
+// The launches of one call, planned without touching a GPU (so the CPU tests check every
+// launch's arguments against the cubin's parameters): the outputs, allocated on the inputs'
+// device, and the cubins with their grids and arguments in order.
+struct TritonPlan {
+  struct Launch {
+    const TritonCubin* cubin;
+    int64_t grid_x, grid_y;
+    TritonArgs args;
+  };
+  std::vector<at::Tensor> outputs;
+  std::vector<Launch> launches;
+  TritonArgs& add(const TritonCubin& cubin, int64_t grid_x, int64_t grid_y) {
+    launches.push_back({&cubin, grid_x, grid_y, {}});
+    return launches.back().args;
+  }
+};
+
 // Throws unless `args` carries exactly the parameters `cubin` was compiled with, in order.
 void check_triton_args(const TritonCubin& cubin, const TritonArgs& args);
 
@@ -66,5 +87,10 @@ int cuda_device_arch(int device);
 // cubin does not load there.
 void launch_triton_cubin(const TritonCubin& cubin, int device, int64_t grid_x, int64_t grid_y,
                          TritonArgs& args);
+// Logs, once per distinct reason, that a Triton kernel was asked for and `instead` runs.
+void log_triton_fallback(const std::string& what, const std::string& why, const char* instead);
+
+// Every launch of `plan`, in order, on the current stream of `device`; returns its outputs.
+std::vector<at::Tensor> launch_triton_plan(TritonPlan plan, int device);
 
 }  // namespace retain

@@ -128,6 +128,11 @@ bench() {
     timeout "${DECODE_TIMEOUT:-240}" "$BUILD/retain" bench decode --policy $p --json |
       tee -a "$OUT/bench.jsonl" || ok=1
   done
+  # The same eviction with the fused cache append (kernels/cache_append_triton.h; "cache_append"
+  # in the JSON line): its aten_ops_per_layer_per_step and ms_per_decode_step beside the line above.
+  echo "-- bench decode --policy dbtrimkv, RETAIN_CACHE_APPEND=fused"
+  RETAIN_CACHE_APPEND=fused timeout "${DECODE_TIMEOUT:-240}" "$BUILD/retain" bench decode \
+    --policy dbtrimkv --json | tee -a "$OUT/bench.jsonl" || ok=1
   # The serving engine (eager decode over the requests' own caches) beside sequential generate.
   echo "-- bench serve"
   timeout "${SERVE_TIMEOUT:-120}" "$BUILD/retain" bench serve --requests 16 --concurrency 8 \
@@ -181,7 +186,7 @@ if dec:
     print("| bench decode | prefill tok/s | decode tok/s | ms/step | KV end / full (GB) | roofline |")
     print("|---|---|---|---|---|---|")
     for r in dec:
-        print(f"| {r['policy']} B{r['batch']} {r['context']}+{r['new_tokens']} | {r['prefill_tokens_per_s']:.0f} | "
+        print(f"| {r['policy']} B{r['batch']} {r['context']}+{r['new_tokens']} append {r.get('cache_append', 'aten')} | {r['prefill_tokens_per_s']:.0f} | "
               f"{r['decode_tokens_per_s']:.0f} | {r['ms_per_decode_step']:.2f} | "
               f"{r['kv_bytes_end'] / 1e9:.2f} / {r['kv_bytes_full_cache'] / 1e9:.2f} | {100 * r['roofline_fraction']:.1f}% |")
     print()

@@ -128,6 +128,17 @@ TEST(Progress, RendersCountRateAndEta) {
   EXPECT_EQ(format_duration(65), "01:05");
 }
 
+TEST(Progress, ResumedWorkFillsTheBarButNotTheRate) {
+  ProgressBar bar("train", 200, "step");
+  bar.skip(60);  // a resumed run: 60 steps were done before
+  EXPECT_NE(bar.render_at(10.0).find("60/200 [00:10<?, 0.00 step/s]"), std::string::npos)
+      << bar.render_at(10.0);
+  bar.update(2);  // 2 steps in 40 s: 0.05 step/s, 138 left -> 46 min
+  const std::string line = bar.render_at(40.0);
+  EXPECT_NE(line.find("31%|"), std::string::npos) << line;
+  EXPECT_NE(line.find("62/200 [00:40<46:00, 0.05 step/s]"), std::string::npos) << line;
+}
+
 TEST(Fs, AtomicWriteKeepsOldContentOnFailure) {
   TempDir dir;
   write_text_file_atomic(dir / "f.txt", "old");

@@ -11,6 +11,7 @@
 #include "eval/budgeted_cache.h"
 #include "eval/policies/policy_registry.h"
 #include "gates/gate_bank.h"
+#include "kernels/cache_append_triton.h"
 #include "model/attention.h"
 #include "model/decoder.h"
 #include "model/generate.h"
@@ -200,20 +201,39 @@ TEST_P(PolicyCuda, GraphDecodeEqualsEagerDecode_CUDA) {
       cache = std::make_unique<BudgetedKvCache>(gpu.config(), policy, 12, 16, gates.get());
       return generate_batch(gpu, prompts, *cache, options);
     };
-    std::unique_ptr<BudgetedKvCache> eager_cache, graph_cache;
+    std::unique_ptr<BudgetedKvCache> eager_cache, graph_cache, fused_cache;
     auto first = run(DecodeMode::kEager, eager_cache);
     options.stop_ids = {first[1].tokens.at(6)};  // row 1 stops early
     auto eager = run(DecodeMode::kEager, eager_cache);
     auto graph = run(DecodeMode::kAuto, graph_cache);
+    // The fused append (one kernel for the four scatters and the lengths) is a copy: the same
+    // tokens and entries, eager and in the graph (kernels/cache_append_triton.h).
+    std::vector<GenerationResult> fused;
+    const bool fused_built =
+        find_triton_cubin("cache_append", cuda_device_arch(0), "fp32", 64) != nullptr;
+    if (fused_built) {
+      set_cache_append(CacheAppend::fused);
+      fused = run(DecodeMode::kAuto, fused_cache);
+      set_cache_append(CacheAppend::aten);
+    }
     const std::string what = GetParam() + " buffer " + std::to_string(buffer);
     EXPECT_EQ(graph[0].decode_mode, GetParam() == "random" ? "eager" : "cuda-graph") << what;
-    for (size_t r = 0; r < prompts.size(); ++r)
+    for (size_t r = 0; r < prompts.size(); ++r) {
       EXPECT_EQ(graph[r].tokens, eager[r].tokens) << what << " row " << r;
+      if (fused_built) {
+        EXPECT_EQ(fused[r].tokens, eager[r].tokens) << what << " fused, row " << r;
+      }
+    }
     for (int64_t l = 0; l < gpu.config().num_layers; ++l)
       for (int64_t r = 0; r < 3; ++r)
-        for (int64_t h = 0; h < gpu.config().num_kv_heads; ++h)
+        for (int64_t h = 0; h < gpu.config().num_kv_heads; ++h) {
           EXPECT_EQ(graph_cache->live_positions(l, r, h), eager_cache->live_positions(l, r, h))
               << what << " layer " << l << " row " << r << " head " << h;
+          if (fused_built) {
+            EXPECT_EQ(fused_cache->live_positions(l, r, h), eager_cache->live_positions(l, r, h))
+                << what << " fused, layer " << l << " row " << r << " head " << h;
+          }
+        }
   }
 }
 

@@ -16,6 +16,8 @@
 
 #include "compact_cache_check.h"
 #include "cuda_skip.h"
+#include "kernels/cache_append_triton.h"
+#include "kernels/cache_cpu.h"
 #include "kernels/decode_attention.h"
 #include "kernels/device_info.h"
 #include "kernels/retention_attention.h"
@@ -257,6 +259,49 @@ TEST(CompactCacheKernel, MatchesReferenceExactly_CUDA) {
           compact_cache_uses_kernel(view(c.keys), view(c.values), view(c.positions), view(c.stat)));
       testing::expect_compaction_equals_reference(c, str_cat(slots, " ", c10::toString(dtype)));
     }
+}
+
+// The fused cache append against ATen's scatters on the same GPU tensors: bit for bit, for every
+// dtype and head dim built, a decode step, a few tokens and the most the kernel takes, new keys
+// and values split from (B, n, Hk, D) as a layer hands them over.
+TEST(CacheAppendKernel, EqualsTheScattersBitForBit_CUDA) {
+  RETAIN_SKIP_WITHOUT_CUDA();
+  const int arch = cuda_device_arch(0);
+  if (find_triton_cubin("cache_append", arch, "bf16", 64) == nullptr)
+    GTEST_SKIP() << "no cache_append cubin for sm_" << arch;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
+  for (auto dtype : {at::kFloat, at::kBFloat16, at::kHalf})
+    for (int64_t d : {64, 128})
+      for (int64_t n : {int64_t{1}, int64_t{5}, kFusedAppendMaxTokens}) {
+        SCOPED_TRACE(str_cat(c10::toString(dtype), " D", d, " n ", n));
+        const int64_t b = 3, hk = 4, c = 200;
+        auto on_gpu = [](const at::Tensor& t) { return t.to(at::kCUDA); };
+        auto keys = on_gpu(at::randn({b, hk, c, d}, gen).to(dtype));
+        auto values = on_gpu(at::randn({b, hk, c, d}, gen).to(dtype));
+        auto positions = on_gpu(at::randint(0, 9000, {b, hk, c}, gen, at::kLong));
+        auto stat = on_gpu(at::randn({b, hk, c}, gen));
+        auto lengths = on_gpu(at::randint(0, c - n + 1, {b, hk}, gen, at::kLong));
+        auto new_keys = on_gpu(at::randn({b, n, hk, d}, gen).to(dtype)).transpose(1, 2);
+        auto new_values = on_gpu(at::randn({b, n, hk, d}, gen).to(dtype)).transpose(1, 2);
+        auto new_positions = on_gpu(at::randint(0, 9000, {b, n}, gen, at::kLong));
+        auto new_stat = on_gpu(at::randn({b, hk, n}, gen));
+        auto k2 = keys.clone(), v2 = values.clone(), p2 = positions.clone(), s2 = stat.clone(),
+             l2 = lengths.clone();
+        write_at_lengths(k2, l2, new_keys);
+        write_at_lengths(v2, l2, new_values);
+        write_at_lengths(p2, l2, new_positions.unsqueeze(1).expand({b, hk, n}));
+        write_at_lengths(s2, l2, new_stat);
+        l2 += n;
+        const CacheAppendTensors t{keys,     values,     positions,     stat,    lengths,
+                                   new_keys, new_values, new_positions, new_stat};
+        ASSERT_EQ(cache_append_triton_unsupported(t), "");
+        cache_append_triton(t);
+        EXPECT_TRUE(at::equal(keys, k2));
+        EXPECT_TRUE(at::equal(values, v2));
+        EXPECT_TRUE(at::equal(positions, p2));
+        EXPECT_TRUE(at::equal(stat, s2));
+        EXPECT_TRUE(at::equal(lengths, l2));
+      }
 }
 
 // ---- CPU: the dispatchers keep the references ------------------------------------------------

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "core/json.h"
+#include "kernels/cache_append_triton.h"
 #include "kernels/device_info.h"
 #include "kernels/retention_triton.h"
 #include "kernels/triton_launch.h"
@@ -55,10 +56,11 @@ TEST(TritonCubins, EveryConfiguredVariantIsBuiltWithinTheBudget) {
   size_t expected = 0;
   for (const auto& [arch, kernels] : configs.items())
     for (const auto& [kernel, dims] : kernels.items()) {
-      const bool sum = kernel.rfind("retention_sum", 0) == 0;
+      // The sums are fp32 only, attention bf16 / fp16, the cache append (a copy) all three.
+      const bool sum = kernel.rfind("retention_sum", 0) == 0, append = kernel == "cache_append";
       for (const auto& [dim, tile] : dims.items()) {
         for (const char* dtype : {"bf16", "fp16", "fp32"}) {
-          if (sum != (std::string(dtype) == "fp32")) continue;
+          if (!append && sum != (std::string(dtype) == "fp32")) continue;
           ++expected;
           EXPECT_TRUE(built.count({kernel, std::stoi(arch.substr(3)), dtype, std::stoi(dim)}))
               << kernel << " " << arch << " " << dtype << " D" << dim << " is not in the binary";
@@ -149,6 +151,68 @@ TEST(TritonPlans, EveryLaunchPassesTheCubinsParametersInOrder) {
   ASSERT_NE(reinterpret_cast<uintptr_t>(view.data_ptr()) % 16, 0u);
   auto plan = plan_retention_sum_forward(view, pos, at::zeros_like(pos), *archs.begin());
   EXPECT_NO_THROW(check_triton_args(*plan.launches[0].cubin, plan.launches[0].args));
+}
+
+// The fused cache append's launch (kernels/cache_append_triton.cpp) passes the cubin's parameters in
+// order, one program per (sequence, KV head), with the strides of the views it was handed; what
+// the kernel does not take is named, not launched.
+TEST(TritonPlans, CacheAppendPassesTheCubinsParametersAndTheViewsStrides) {
+  if (triton_cubins().empty()) GTEST_SKIP() << "this build has no Triton cubins";
+  std::set<int> archs;
+  for (const auto& c : triton_cubins()) archs.insert(c.arch);
+  const int64_t b = 3, hk = 2, c = 40, n = 5;
+  for (int arch : archs)
+    for (int64_t d : {64, 128})
+      for (auto dtype : {at::kBFloat16, at::kHalf, at::kFloat}) {
+        SCOPED_TRACE(str_cat("sm_", arch, " D", d, " ", dtype));
+        auto opts = at::TensorOptions().dtype(dtype);
+        auto keys = at::zeros({b, hk, c, d}, opts), values = at::zeros_like(keys);
+        auto positions = at::full({b, hk, c}, -1, at::kLong), stat = at::zeros({b, hk, c});
+        auto lengths = at::zeros({b, hk}, at::kLong);
+        // Heads split from (B, n, Hk, D), as a layer's projections hand them over.
+        auto new_keys = at::randn({b, n, hk, d}, opts).transpose(1, 2);
+        auto new_values = at::randn({b, n, hk, d}, opts).transpose(1, 2);
+        auto new_positions = at::arange(n, at::kLong).expand({b, n}).contiguous();
+        auto new_stat = at::randn({b, n, hk}).transpose(1, 2);  // strided, unit stride nowhere
+        const CacheAppendTensors t{keys,     values,     positions,     stat,    lengths,
+                                   new_keys, new_values, new_positions, new_stat};
+        auto plan = plan_cache_append(t, arch);
+        ASSERT_EQ(plan.launches.size(), 1u);
+        const auto& l = plan.launches[0];
+        EXPECT_NO_THROW(check_triton_args(*l.cubin, l.args));
+        EXPECT_EQ(std::string(l.cubin->kernel), "cache_append");
+        EXPECT_EQ(l.grid_x, b * hk);
+        EXPECT_EQ(l.grid_y, 1);
+        EXPECT_EQ(cache_append_triton_unsupported(t), "the tensors are not on one GPU");
+      }
+  // Layouts the kernel does not take are named (and the cache then appends with ATen).
+  const int arch = *archs.begin();
+  auto keys = at::zeros({1, 2, 8, 64}), positions = at::full({1, 2, 8}, -1, at::kLong);
+  auto stat = at::zeros({1, 2, 8}), lengths = at::zeros({1, 2}, at::kLong);
+  auto new_keys = at::zeros({1, 2, 1, 64}), new_positions = at::zeros({1, 1}, at::kLong);
+  auto new_stat = at::zeros({1, 2, 1});
+  auto half = keys.to(at::kHalf);
+  EXPECT_ERROR_CONTAINS(plan_cache_append({keys, half, positions, stat, lengths, new_keys, new_keys,
+                                           new_positions, new_stat},
+                                          arch),
+                        "keys and values differ in dtype");
+  auto long_new = at::zeros({1, 2, kFusedAppendMaxTokens + 1, 64});
+  auto long_pos = at::zeros({1, kFusedAppendMaxTokens + 1}, at::kLong);
+  auto long_stat = at::zeros({1, 2, kFusedAppendMaxTokens + 1});
+  EXPECT_ERROR_CONTAINS(
+      plan_cache_append(
+          {keys, keys, positions, stat, lengths, long_new, long_new, long_pos, long_stat}, arch),
+      "65 new tokens (the fused append takes up to 64)");
+  auto every_other = at::zeros({1, 2, 1, 128}).slice(3, 0, 128, 2);  // D stride 2
+  EXPECT_ERROR_CONTAINS(plan_cache_append({keys, keys, positions, stat, lengths, every_other,
+                                           new_keys, new_positions, new_stat},
+                                          arch),
+                        "unit stride along D");
+  auto int_positions = positions.to(at::kInt);
+  EXPECT_ERROR_CONTAINS(plan_cache_append({keys, keys, int_positions, stat, lengths, new_keys,
+                                           new_keys, new_positions, new_stat},
+                                          arch),
+                        "positions and lengths are not int64");
 }
 
 // The launchers' loop bounds against counting every (query, key) pair.

@@ -6,6 +6,7 @@
 
 #include "core/json.h"
 #include "core/safetensors.h"
+#include "kernels/cache_cpu.h"
 #include "kernels/retention_attention.h"
 #include "test_util.h"
 
@@ -137,6 +138,55 @@ TEST(TritonKernels, RetentionSumForwardAndBackwardMatchTheReference) {
     sum.backward(c.get("d_sum"));
     expect_close(c.get("sum"), sum.detach(), 2e-5, "sum");
     expect_close(c.get("dsum_log_beta"), log_beta.grad(), 2e-5, "dsum_log_beta");
+  }
+}
+
+// The fused cache append (kernels/triton/cache_append.py) is a copy: bit for bit what
+// write_at_lengths does to each of the four buffers followed by lengths += n, where the new
+// entries fit; past the capacity, those slots stay as they were (and the lengths still grow).
+TEST(TritonKernels, CacheAppendIsWriteAtLengthsOnEveryBuffer) {
+  RETAIN_SKIP_IF_TRITON_FIXTURE_SKIPPED();
+  const fs::path dir = fixture_dir("triton");
+  const Json cases = read_json_file(dir / "append_cases.json");
+  ASSERT_EQ(cases.size(), 4u);
+  for (const auto& c : cases) {
+    const std::string name = c.at("name").get<std::string>();
+    SCOPED_TRACE(name);
+    auto file = SafetensorsFile::open(dir / ("append_" + name + ".safetensors"));
+    auto get = [&](const char* key) { return file->tensor(key).clone(); };
+    auto keys = get("keys"), values = get("values"), positions = get("positions"),
+         stat = get("stat"), lengths = get("lengths");
+    const auto new_keys = get("new_keys"), new_positions = get("new_positions");
+    const int64_t b = keys.size(0), hk = keys.size(1), capacity = keys.size(2),
+                  n = new_keys.size(2);
+    const auto new_lengths = lengths + n;
+    if (new_lengths.max().item<int64_t>() <= capacity) {
+      write_at_lengths(keys, lengths, new_keys);
+      write_at_lengths(values, lengths, get("new_values"));
+      write_at_lengths(positions, lengths, new_positions.unsqueeze(1).expand({b, hk, n}));
+      write_at_lengths(stat, lengths, get("new_stat"));
+    } else {
+      // What fits, token by token; the rest of the slots keep their contents.
+      for (int64_t bi = 0; bi < b; ++bi)
+        for (int64_t h = 0; h < hk; ++h)
+          for (int64_t t = 0; t < n; ++t) {
+            const int64_t slot = lengths[bi][h].item<int64_t>() + t;
+            if (slot >= capacity) continue;
+            keys[bi][h][slot].copy_(new_keys[bi][h][t]);
+            values[bi][h][slot].copy_(get("new_values")[bi][h][t]);
+            positions[bi][h][slot].copy_(new_positions[bi][t]);
+            stat[bi][h][slot].copy_(get("new_stat")[bi][h][t]);
+          }
+      EXPECT_EQ(name, "past_capacity");
+    }
+    EXPECT_TRUE(at::equal(get("keys_after"), keys));
+    EXPECT_TRUE(at::equal(get("values_after"), values));
+    EXPECT_TRUE(at::equal(get("positions_after"), positions));
+    EXPECT_TRUE(at::equal(get("stat_after"), stat));
+    EXPECT_TRUE(at::equal(get("lengths_after"), new_lengths));
+    // The case changed something (a kernel that wrote nothing would fail above; this checks the
+    // case is not vacuous).
+    EXPECT_FALSE(at::equal(get("keys_after"), get("keys")));
   }
 }
 

@@ -271,7 +271,7 @@ int Trainer::run() {
     const std::string name =
         (dir.has_filename() ? dir.filename() : dir.parent_path().filename()).string();
     bar_.emplace(name.empty() ? std::string("train") : str_cat("train ", name), s_.steps, "step");
-    bar_->update(step);
+    bar_->skip(step);
   }
   // One file per data-parallel shard: the ranks of a tensor-parallel group read the same samples.
   if (s_.log_samples && tp_->rank() == 0)

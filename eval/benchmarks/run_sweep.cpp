@@ -379,7 +379,7 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
           g->records[k][i] = *previous;
           ++finished;
         }
-      if (bar) bar->update(finished);
+      if (bar) bar->skip(finished);
     }
     std::vector<size_t> pending;
     for (size_t i = 0; i < units; ++i)

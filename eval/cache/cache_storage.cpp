@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/cache_append_triton.h"
 #include "kernels/cache_cpu.h"
 #include "kernels/decode_attention.h"
 
@@ -11,6 +12,26 @@ bool CacheStorage::all_allocated() const {
   return std::all_of(layers_.begin(), layers_.end(),
                      [](const CacheLayer& l) { return l.allocated(); });
 }
+
+namespace {
+
+// The append in one launch on a GPU when the fused append is chosen (RETAIN_CACHE_APPEND=fused)
+// and the kernel takes these tensors (kernels/cache_append_triton.h); false leaves it to ATen's
+// scatters.
+bool append_fused(CacheLayer& l, const at::Tensor& keys, const at::Tensor& values,
+                  const at::Tensor& positions, const at::Tensor& stat) {
+  if (!keys.is_cuda() || cache_append_choice() != CacheAppend::fused) return false;
+  const CacheAppendTensors t{l.keys, l.values, l.positions, l.stat, l.length,
+                             keys,   values,   positions,   stat};
+  if (std::string why = cache_append_triton_unsupported(t); !why.empty()) {
+    log_triton_fallback("cache append", why, "ATen's scatters");
+    return false;
+  }
+  cache_append_triton(t);
+  return true;
+}
+
+}  // namespace
 
 int64_t CacheStorage::append(int64_t layer, const at::Tensor& keys, const at::Tensor& values,
                              const at::Tensor& positions, const at::Tensor& stat,
@@ -27,11 +48,13 @@ int64_t CacheStorage::append(int64_t layer, const at::Tensor& keys, const at::Te
   // Every head gains n entries, so the longest head after the append is known on the host.
   const int64_t longest = fixed_shape ? l.capacity() : l.longest + n;
   if (!fixed_shape && longest > l.capacity()) grow(layer, std::max(longest, 2 * l.capacity()));
-  write_at_lengths(l.keys, l.length, keys);
-  write_at_lengths(l.values, l.length, values);
-  write_at_lengths(l.positions, l.length, positions.unsqueeze(1).expand({b, hk, n}));
-  write_at_lengths(l.stat, l.length, stat.to(at::kFloat));
-  l.length += n;
+  if (!append_fused(l, keys, values, positions, stat)) {
+    write_at_lengths(l.keys, l.length, keys);
+    write_at_lengths(l.values, l.length, values);
+    write_at_lengths(l.positions, l.length, positions.unsqueeze(1).expand({b, hk, n}));
+    write_at_lengths(l.stat, l.length, stat.to(at::kFloat));
+    l.length += n;
+  }
   if (!fixed_shape) l.longest = longest;
   return longest;
 }

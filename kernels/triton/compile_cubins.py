@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Compile the Triton retention kernels ahead of time into cubins embedded in retain's binary.
+"""Compile the Triton kernels ahead of time into cubins embedded in retain's binary: retention
+attention and the retention sum (retention_attention.py) and the cache append (cache_append.py).
 
 No GPU is needed: Triton's compiler API (not its CLI, which asks the driver for a target) lowers
 each kernel for a named target with the ptxas the triton wheel ships. One cubin per (kernel,
@@ -16,7 +17,7 @@ the budget (no stack, no local memory, shared memory within the arch's limit).
       largest tiles first: the candidates a GPU tuning run times (scripts/gpu-run.sh)
 
 Layout of configs.json: {"sm_90": {"retention_fwd": {"128": [block_m, block_n, warps, stages],
-...}, ...}, ...}; the sums use head dim "0".
+...}, ...}, ...}; the sums use head dim "0"; the cache append's block_m is its BLOCK_T.
 """
 
 import argparse
@@ -36,6 +37,7 @@ import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
+import cache_append  # noqa: E402
 import retention_attention as kernels  # noqa: E402
 
 # Dynamic shared memory a block may opt into, per arch (CUDA programming guide, compute
@@ -53,6 +55,7 @@ KERNELS = {
     "retention_bwd_dq": (kernels.retention_bwd_dq, ATTENTION_DTYPES, HEAD_DIMS, True),
     "retention_sum_fwd": (kernels.retention_sum_fwd, ("fp32",), (0,), False),
     "retention_sum_bwd": (kernels.retention_sum_bwd, ("fp32",), (0,), False),
+    "cache_append": (cache_append.cache_append, ("bf16", "fp16", "fp32"), HEAD_DIMS, False),
 }
 
 SEARCH_SPACE = {
@@ -62,17 +65,20 @@ SEARCH_SPACE = {
     "retention_bwd_delta": dict(m=(32, 64, 128), n=(0,), warps=(4, 8), stages=(1,)),
     "retention_sum_fwd": dict(m=(64, 128), n=(0,), warps=(4, 8), stages=(1, 2)),
     "retention_sum_bwd": dict(m=(64, 128), n=(0,), warps=(4, 8), stages=(1, 2)),
+    "cache_append": dict(m=(1, 4, 16), n=(0,), warps=(1, 2, 4), stages=(1,)),
 }
 
-POINTERS_OF_THE_DTYPE = {"Q", "K", "V", "OUT", "DOUT", "DQ", "DK", "DV"}
-POINTERS_FP32 = {"A", "LSE", "DELTA", "DA", "S", "DS"}
+POINTERS_OF_THE_DTYPE = {"Q", "K", "V", "OUT", "DOUT", "DQ", "DK", "DV", "CACHE_K", "CACHE_V",
+                         "NEW_K", "NEW_V"}
+POINTERS_FP32 = {"A", "LSE", "DELTA", "DA", "S", "DS", "CACHE_STAT", "NEW_STAT"}
 POINTERS_I32 = {"POS", "SEG", "KV_START", "Q_END", "START", "END"}
-CONSTEXPRS = {"D", "BLOCK_M", "BLOCK_N", "BLOCK"}
+POINTERS_I64 = {"CACHE_POS", "NEW_POS", "LENGTH"}
+CONSTEXPRS = {"D", "BLOCK_M", "BLOCK_N", "BLOCK", "BLOCK_T"}
 
 
 def signature(fn, dtype):
     """Triton's signature of `fn` for one dtype: every pointer 16-byte aligned (the launchers
-    check it), ints i32, the scale fp32."""
+    check it), strides i64 (a cache's offsets pass 2^31), other ints i32, the scale fp32."""
     types = {}
     for name in fn.arg_names:
         if name in CONSTEXPRS:
@@ -83,6 +89,10 @@ def signature(fn, dtype):
             types[name] = "*fp32"
         elif name in POINTERS_I32:
             types[name] = "*i32"
+        elif name in POINTERS_I64:
+            types[name] = "*i64"
+        elif name.startswith("stride_"):
+            types[name] = "i64"
         elif name == "scale":
             types[name] = "fp32"
         else:
@@ -91,7 +101,8 @@ def signature(fn, dtype):
 
 
 def constexprs(fn, head_dim, block_m, block_n):
-    values = {"D": head_dim, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK": block_m}
+    values = {"D": head_dim, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK": block_m,
+              "BLOCK_T": block_m}
     return {name: values[name] for name in fn.arg_names if name in CONSTEXPRS}
 
 

@@ -7,7 +7,8 @@ The candidates are the tile shapes of compile_cubins.SEARCH_SPACE that compile f
 without spills (largest tiles first, at most --top per kernel); each is timed with
 triton.testing.do_bench on bf16 inputs of the training shapes (one document of --seq tokens,
 GQA --heads / --kv-heads). The forward kernel is timed alone; dK/dV and dQ each inside the whole
-backward pass with the other kernels fixed, so the differences are theirs.
+backward pass with the other kernels fixed, so the differences are theirs. The cache append is
+timed at a decode step (one token per row, 32 rows, the lengths reset before each append).
 
   python3 kernels/triton/tune.py --out OUT/configs.json [--seq 16384] [--top 8]
 """
@@ -24,6 +25,7 @@ sys.path.insert(0, HERE)
 import torch  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
+import cache_append_host  # noqa: E402
 import compile_cubins  # noqa: E402
 import retention_host as host  # noqa: E402
 
@@ -107,6 +109,24 @@ def main():
         a, pos, seg, e["block_m"], e["num_warps"], e["num_stages"]))
     pick("retention_sum_bwd", 0, lambda e: host.retention_sum_backward(
         a, pos, seg, ds, e["block_m"], e["num_warps"], e["num_stages"]))
+
+    for d in compile_cubins.HEAD_DIMS:
+        rows, slots = 32, 4096
+        cache_k = torch.zeros(rows, hk, slots, d, device="cuda", dtype=torch.bfloat16)
+        cache_v = torch.zeros_like(cache_k)
+        cache_pos = torch.full((rows, hk, slots), -1, dtype=torch.int64, device="cuda")
+        cache_stat = torch.zeros(rows, hk, slots, device="cuda")
+        length = torch.zeros(rows, hk, dtype=torch.int64, device="cuda")
+        new_k = torch.randn(rows, hk, 1, d, device="cuda", dtype=torch.bfloat16)
+        new_v = torch.randn_like(new_k)
+        new_pos = torch.zeros(rows, 1, dtype=torch.int64, device="cuda")
+        new_stat = torch.zeros(rows, hk, 1, device="cuda")
+
+        def run(e):
+            length.fill_(slots // 2)
+            cache_append_host.append(cache_k, cache_v, cache_pos, cache_stat, length, new_k, new_v,
+                                     new_pos, new_stat, e["block_m"], e["num_warps"])
+        pick("cache_append", d, run)
 
     configs[f"sm_{arch}"] = chosen
     with open(args.out, "w") as f:
