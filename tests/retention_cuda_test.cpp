@@ -314,6 +314,20 @@ TEST(KernelDispatch, ImplementationNamesRoundTrip) {
                         "wmma, triton or reference");
 }
 
+TEST(KernelDispatch, CacheAppendNamesParseAndOthersAreRefused) {
+  EXPECT_EQ(parse_cache_append("aten", "test"), CacheAppend::aten);
+  EXPECT_EQ(parse_cache_append("fused", "test"), CacheAppend::fused);
+  EXPECT_ERROR_CONTAINS(
+      parse_cache_append("triton", "RETAIN_CACHE_APPEND"),
+      "RETAIN_CACHE_APPEND: 'triton' is not a cache append; expected aten or fused");
+  // CPU tensors never take the kernel, whatever is chosen.
+  auto k = at::zeros({1, 1, 4, 64}), p = at::zeros({1, 1, 4}, at::kLong), s = at::zeros({1, 1, 4});
+  auto len = at::zeros({1, 1}, at::kLong), nk = at::zeros({1, 1, 1, 64});
+  auto np = at::zeros({1, 1}, at::kLong), ns = at::zeros({1, 1, 1});
+  EXPECT_EQ(cache_append_triton_unsupported({k, k, p, s, len, nk, nk, np, ns}),
+            "the tensors are not on one GPU");
+}
+
 TEST(KernelDispatch, CpuTensorsUseTheReferences) {
   auto packed = make_packed(21, {8, 13}, 4);
   auto q = at::randn({2, 4, 21, 64}), k = at::randn({2, 2, 21, 64}), v = at::randn({2, 2, 21, 64});
