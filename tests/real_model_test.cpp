@@ -6,9 +6,12 @@
 #include <c10/core/InferenceMode.h>
 
 #include <iostream>
+#include <sstream>
 
+#include "checkpoints/gate_file.h"
 #include "core/json.h"
 #include "core/safetensors.h"
+#include "core/sha256.h"
 #include "eval/budgeted_cache.h"
 #include "eval/perplexity.h"
 #include "eval/policies/policy_registry.h"
@@ -162,6 +165,48 @@ TEST_F(RealModel, BudgetedGenerationStaysWithinItsBound) {
   PolicySpec never = parse_policy("snapkv");
   BudgetedKvCache roomy(c, never, static_cast<int64_t>(prompt.size()) + 64, options.prefill_chunk);
   EXPECT_EQ(generate(*model_, prompt, roomy, options).tokens, expected);
+}
+
+// The gates `make demo-real` evaluates (recipes/smollm2/gates, trained by
+// recipes/smollm2/dbtrimkv.yaml): their committed sums hold, they load onto this model (the file's
+// fingerprint is SmolLM2's), and a dbtrimkv generation with them keeps its one global budget over
+// all layers and heads after every token while keeping more than sinks and a recent window:
+// the gates rank old prompt tokens above some recent ones.
+TEST_F(RealModel, CommittedGatesLoadAndHoldTheirGlobalBudget) {
+  const fs::path gates_dir = fs::path(RETAIN_SOURCE_DIR) / "recipes" / "smollm2" / "gates";
+  std::istringstream sums(read_text_file(gates_dir / "SHA256SUMS"));
+  std::string sum, name;
+  int files = 0;
+  while (sums >> sum >> name) {
+    EXPECT_EQ(sha256_file_hex(gates_dir / name), sum) << name;
+    ++files;
+  }
+  ASSERT_GE(files, 1);
+  const ModelConfig& c = model_->config();
+  GateFileInfo info;
+  auto gates = load_gate_file(gates_dir / "dbtrimkv.safetensors", c, at::kCPU, &info);
+  EXPECT_EQ(info.config.arch, GateArch::kMlp3);
+  EXPECT_EQ(info.config.width, 16);
+  EXPECT_TRUE(info.config.tie_projection);
+
+  const auto prompt = to_vector(ref("ids_medium"));
+  const auto n = static_cast<int64_t>(prompt.size());
+  const int64_t budget = 32, buffer = 4, heads = c.num_layers * c.num_kv_heads;
+  SamplingOptions options;
+  options.max_new_tokens = 12;
+  options.prefill_chunk = 64;
+  PolicySpec policy = parse_policy("dbtrimkv");
+  policy.buffer = buffer;
+  BudgetedKvCache cache(c, policy, budget, options.prefill_chunk, gates.get());
+  const auto r = generate(*model_, prompt, cache, options);
+  EXPECT_GT(r.max_attended_entries, 0);
+  EXPECT_LE(r.max_attended_total, heads * (budget + buffer + 1));
+  int64_t older_than_window = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    for (int64_t h = 0; h < c.num_kv_heads; ++h)
+      for (int64_t p : cache.live_positions(l, 0, h))
+        older_than_window += p >= 8 && p < n - 2 * (budget + buffer);  // not a sink, not recent
+  EXPECT_GT(older_than_window, heads) << "of " << heads * (budget + buffer + 1);
 }
 
 }  // namespace
