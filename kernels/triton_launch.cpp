@@ -43,18 +43,16 @@ const TritonCubin* find_triton_cubin(const std::string& kernel, int device_arch,
 
 TritonArgs& TritonArgs::tensor(const at::Tensor& t, const char* name) {
   RETAIN_CHECK(t.is_contiguous(), "Triton kernels: ", name, " must be contiguous");
-  const auto address = reinterpret_cast<uint64_t>(t.data_ptr());
-  RETAIN_CHECK(address % 16 == 0, "Triton kernels: ", name,
-               " is not 16-byte aligned (the cubins are compiled assuming it)");
-  values_.push_back(address);
-  names_.push_back(str_cat(name, ":*", triton_type(t.scalar_type())));
-  tensors_.push_back(t);
-  return *this;
+  return pointer(t, name);
 }
 
 TritonArgs& TritonArgs::view(const at::Tensor& t, const char* name) {
   RETAIN_CHECK(t.dim() >= 1 && t.stride(-1) == 1, "Triton kernels: ", name,
                " must have unit stride along its last dimension, found strides ", t.strides());
+  return pointer(t, name);
+}
+
+TritonArgs& TritonArgs::pointer(const at::Tensor& t, const char* name) {
   const auto address = reinterpret_cast<uint64_t>(t.data_ptr());
   RETAIN_CHECK(address % 16 == 0, "Triton kernels: ", name,
                " does not start 16-byte aligned (the cubins are compiled assuming it)");

@@ -54,6 +54,9 @@ class TritonArgs {
   std::vector<void*> pointers();
 
  private:
+  // The data pointer of t (16-byte aligned, as the cubins assume), its name and type; t is held.
+  TritonArgs& pointer(const at::Tensor& t, const char* name);
+
   std::deque<uint64_t> values_;  // a deque: the addresses handed out stay valid as it grows
   std::vector<std::string> names_;
   std::vector<at::Tensor> tensors_;  // held until the launch is queued
