@@ -141,6 +141,11 @@ void register_bench_serve(CLI::App* bench, Commands& commands) {
       ->capture_default_str();
   cmd->add_option("--kv-memory", o->kv_memory, "K/V bytes the engine may reserve (0: no bound)")
       ->capture_default_str();
+  cmd->add_option("--decode", o->decode,
+                  "the engine's decode steps for the policy's requests: auto (static rows replayed "
+                  "as CUDA graphs where the device allows), eager or static")
+      ->check(CLI::IsMember({"auto", "eager", "static"}))
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "one JSON object instead of the table");
   commands.add(cmd, [o] { return run_bench_serve_command(*o); });
 }

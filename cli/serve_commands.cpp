@@ -37,6 +37,12 @@ void register_serve_command(CLI::App& app, Commands& commands) {
   cmd->add_option("--chunk", o->chunk, "prefill chunk in tokens (interleaved with decode steps)")
       ->check(kPositive)
       ->capture_default_str();
+  cmd->add_option("--decode", o->decode,
+                  "decode steps of the requests with --policy and --budget: auto (fixed rows "
+                  "replayed as CUDA graphs where the device allows), eager or static (the rows "
+                  "also on the CPU)")
+      ->check(CLI::IsMember({"auto", "eager", "static"}))
+      ->capture_default_str();
   cmd->add_option("--default-max-tokens", o->default_max_tokens,
                   "max_tokens of a request that gives none")
       ->check(kPositive)

@@ -288,6 +288,62 @@ void BudgetedKvCache::end_static_decode() {
   storage_.refresh_longest();  // the static steps grew the lengths on the device only
 }
 
+bool BudgetedKvCache::open_rows(int64_t rows, const at::Device& device, at::ScalarType dtype) {
+  RETAIN_CHECK(!rows_.bound(), "BudgetedKvCache: open_rows on a cache that has read steps");
+  RETAIN_CHECK(rows >= 1, "BudgetedKvCache: open_rows needs at least one row, found ", rows);
+  if (!rows_.policy().static_decode() || (tp_ != nullptr && tp_->world() > 1)) return false;
+  bind_rows(rows, device);
+  storage_.allocate_rows(rows, model_.num_kv_heads, model_.head_dim,
+                         at::TensorOptions(device).dtype(dtype));
+  const auto counts = at::TensorOptions(device).dtype(at::kLong);
+  seen_ = at::zeros({rows}, counts);
+  attended_max_ = at::zeros({rows}, counts);
+  attended_total_max_ = at::zeros({rows}, counts);
+  // Every row that holds a request is past its prompt: steps record what their queries read.
+  generating_ = true;
+  static_ = true;
+  static_counts_.sync(storage_);
+  return true;
+}
+
+bool BudgetedKvCache::load_row(int64_t row, const BudgetedKvCache& source) {
+  RETAIN_CHECK(static_ && rows_.bound(), "BudgetedKvCache: load_row before open_rows");
+  RETAIN_CHECK(row >= 0 && row < rows_.batch(), "BudgetedKvCache: row ", row, " of ",
+               rows_.batch());
+  RETAIN_CHECK(source.spec_.text == spec_.text && source.learned_.gates == learned_.gates &&
+                   source.learned_.scorer == learned_.scorer,
+               "BudgetedKvCache: a cache of policy '", source.spec_.text,
+               "' cannot move into rows of policy '", spec_.text,
+               "' (or their learned modules differ)");
+  RETAIN_CHECK(source.rows_.bound() && source.rows_.batch() == 1 && source.seen_.defined(),
+               "BudgetedKvCache: load_row takes a cache of one row that has read its prompt");
+  RETAIN_CHECK(source.rows_.budget(0) == rows_.budget(0), "BudgetedKvCache: a cache of budget ",
+               source.rows_.budget(0), " cannot move into rows of budget ", rows_.budget(0));
+  RETAIN_CHECK(source.generating_ && !source.static_ && !source.frozen_,
+               "BudgetedKvCache: load_row takes an eager cache that has generated its first token");
+  bool moved = storage_.load_row(row, source.storage_, 0);
+  moved = queries_.load_row(row, rows_.batch(), source.queries_, 0) || moved;
+  seen_.narrow(0, row, 1).copy_(source.seen_);
+  if (source.attended_max_.defined()) {
+    attended_max_.narrow(0, row, 1).copy_(source.attended_max_);
+    attended_total_max_.narrow(0, row, 1).copy_(source.attended_total_max_);
+  }
+  row_peaks_.at(static_cast<size_t>(row)) = source.row_peaks_.at(0);
+  static_counts_.sync(storage_);
+  return static_counts_.ensure_room(storage_) || moved;
+}
+
+void BudgetedKvCache::clear_row(int64_t row) {
+  RETAIN_CHECK(static_ && rows_.bound(), "BudgetedKvCache: clear_row before open_rows");
+  RETAIN_CHECK(row >= 0 && row < rows_.batch(), "BudgetedKvCache: row ", row, " of ",
+               rows_.batch());
+  storage_.clear_row(row);
+  queries_.clear_row(row);
+  for (at::Tensor* t : {&seen_, &attended_max_, &attended_total_max_}) t->narrow(0, row, 1).zero_();
+  row_peaks_.at(static_cast<size_t>(row)) = 0;
+  static_counts_.sync(storage_);
+}
+
 int64_t BudgetedKvCache::live_bytes() const {
   int64_t entries = 0;
   for (int64_t e : storage_.row_entries()) entries += e;

@@ -72,6 +72,19 @@ class BudgetedKvCache : public KvCache {
   bool end_static_step() override;
   void end_static_decode() override;
 
+  // Continuous batching (serve/slot_batch.h): a cache of `rows` fixed rows in static decode that
+  // requests move into once their own cache (one row, the same policy, budget and learned
+  // modules) has read their prompt, so every decode step of the batch has the same shapes and
+  // buffers. Between steps only.
+  // open_rows: allocates the rows empty and enters static decode; false where this policy cannot
+  // decode statically (random, threshold eviction), leaving the cache as it was.
+  bool open_rows(int64_t rows, const at::Device& device, at::ScalarType dtype);
+  // Row `row` becomes `source`'s only row: its entries, lengths, query statistics, next position
+  // and peak. True when buffers were reallocated (a captured step must be captured again).
+  bool load_row(int64_t row, const BudgetedKvCache& source);
+  // Row `row` holds nothing; its steps until the next load are padding (position -1).
+  void clear_row(int64_t row);
+
   // Cuts back to the budget before the prompt's last token is read: per-head policies in each
   // layer once that token's entry is in (and the one-time policies have voted with it), so every
   // head holds budget + 1 entries, the token's own included; dbtrimkv globally before the step,

@@ -100,6 +100,8 @@ at::Tensor DecodeGraph::step(const at::Tensor& tokens, const at::Tensor& positio
   return out;
 }
 
+void DecodeGraph::recapture() { impl_->graph.reset(); }
+
 int64_t DecodeGraph::captures() const { return impl_->captures; }
 int64_t DecodeGraph::replays() const { return impl_->replays; }
 
@@ -119,6 +121,8 @@ at::Tensor DecodeGraph::step(const at::Tensor& /*tokens*/, const at::Tensor& /*p
   RETAIN_CHECK(false, "DecodeGraph: this build has no CUDA support");
   return {};
 }
+
+void DecodeGraph::recapture() {}
 
 int64_t DecodeGraph::captures() const { return 0; }
 int64_t DecodeGraph::replays() const { return 0; }

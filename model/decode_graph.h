@@ -36,6 +36,10 @@ class DecodeGraph {
   // next step. Also runs the cache's end_static_step.
   at::Tensor step(const at::Tensor& tokens, const at::Tensor& positions);
 
+  // The cache's buffers moved between steps (a continuous batch loaded a row into a widened
+  // buffer): the next step is captured again.
+  void recapture();
+
   int64_t captures() const;  // how many times a step was captured
   int64_t replays() const;   // how many steps ran as a graph replay
 

@@ -133,11 +133,15 @@ bench() {
   echo "-- bench decode --policy dbtrimkv, RETAIN_CACHE_APPEND=fused"
   RETAIN_CACHE_APPEND=fused timeout "${DECODE_TIMEOUT:-240}" "$BUILD/retain" bench decode \
     --policy dbtrimkv --json | tee -a "$OUT/bench.jsonl" || ok=1
-  # The serving engine (eager decode over the requests' own caches) beside sequential generate.
-  echo "-- bench serve"
-  timeout "${SERVE_TIMEOUT:-120}" "$BUILD/retain" bench serve --requests 16 --concurrency 8 \
-    --prompt-tokens 2048 --new-tokens 64 --policy dbtrimkv --budget 512 --chunk 512 --json |
-    tee -a "$OUT/bench.jsonl" || ok=1
+  # The serving engine beside sequential generate: its static decode rows replayed as CUDA graphs
+  # (--decode auto; serve/slot_batch.h), then eager decode over the requests' own caches.
+  local decode
+  for decode in auto eager; do
+    echo "-- bench serve --decode $decode"
+    timeout "${SERVE_TIMEOUT:-120}" "$BUILD/retain" bench serve --requests 16 --concurrency 8 \
+      --prompt-tokens 2048 --new-tokens 64 --policy dbtrimkv --budget 512 --chunk 512 \
+      --max-batch 8 --decode $decode --json | tee -a "$OUT/bench.jsonl" || ok=1
+  done
   # Gate training on the qwen3-4b shapes: the fused kernels at 8k and 32k, the ATen reference at
   # 8k (its small blocks make 32k take minutes).
   local run
@@ -192,7 +196,7 @@ if dec:
     print()
 for r in (r for r in rows if "throughput_ratio" in r):
     s, q = r["served"], r["sequential"]
-    print(f"| bench serve {r['policy']} x{r['requests']} c{r['concurrency']} | served {s['tokens_per_s']:.0f} tok/s, "
+    print(f"| bench serve {r['policy']} x{r['requests']} c{r['concurrency']} {r.get('served_decode', 'eager')} | served {s['tokens_per_s']:.0f} tok/s, "
           f"sequential {q['tokens_per_s']:.0f} ({r['throughput_ratio']:.2f}x) | TTFT p50 {s['ttft_p50_s']:.3f} s | "
           f"identical {r['identical_answers']}/{r['requests']} |\n")
 if tr:

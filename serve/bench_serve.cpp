@@ -121,12 +121,18 @@ int run_bench_serve_command(const BenchServeOptions& o) {
   // The engine, closed loop.
   Timing served;
   served.answers.resize(requests.size());
+  std::string served_decode;
   {
     EngineOptions options;
     options.chunk = o.chunk;
     options.max_batch = o.max_batch;
     options.kv_memory = parse_bytes(o.kv_memory, "--kv-memory");
+    options.decode = parse_decode_mode(o.decode);
+    options.slots = SlotPolicy{policy, budget, gates.get()};
     ServeEngine engine(*model, options);
+    served_decode = engine.static_rows() > 0 ? std::to_string(engine.static_rows()) + " " +
+                                                   engine.static_rows_mode() + " rows"
+                                             : "eager (" + engine.static_rows_refused() + ")";
     std::atomic<size_t> next{0};
     std::mutex record;
     const auto start = Clock::now();
@@ -174,6 +180,7 @@ int run_bench_serve_command(const BenchServeOptions& o) {
               {"concurrency", o.concurrency},
               {"prompt_tokens", prompt_total},
               {"identical_answers", identical},
+              {"served_decode", served_decode},
               {"sequential", alone.summary("sequential generate")},
               {"served", served.summary("serve engine")},
               {"throughput_ratio", alone.wall > 0 ? alone.wall / served.wall : 0}};
@@ -196,7 +203,8 @@ int run_bench_serve_command(const BenchServeOptions& o) {
   }
   std::cout << std::setprecision(2)
             << "served / sequential throughput: " << out["throughput_ratio"].get<double>()
-            << "x; identical greedy answers: " << identical << " / " << o.requests << std::endl;
+            << "x; identical greedy answers: " << identical << " / " << o.requests
+            << "; engine decode: " << served_decode << std::endl;
   return 0;
 }
 

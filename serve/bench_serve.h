@@ -24,6 +24,7 @@ struct BenchServeOptions {
   int64_t chunk = 256;
   int64_t max_batch = 16;
   std::string kv_memory = "0";
+  std::string decode = "auto";  // the engine's static decode rows: auto | eager | static
   bool json = false;
 };
 

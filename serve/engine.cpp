@@ -62,6 +62,7 @@ struct ServeEngine::Active {
   SamplingOptions sampling;
   at::Generator generator;
   Clock::time_point submitted, last_token;
+  int64_t row = -1;  // its static decode row (its own cache then freed), or -1
 };
 
 ServeEngine::ServeEngine(const Decoder& model, EngineOptions options)
@@ -72,10 +73,44 @@ ServeEngine::ServeEngine(const Decoder& model, EngineOptions options)
   const ModelConfig& c = model_.config();
   const int64_t element = static_cast<int64_t>(c10::elementSize(model_.dtype()));
   bytes_per_token_ = 2 * c.num_layers * c.num_kv_heads * c.head_dim * element;
+  open_static_rows();
   thread_ = std::thread([this] { loop(); });
 }
 
 ServeEngine::~ServeEngine() { stop(std::chrono::milliseconds(0)); }
+
+void ServeEngine::open_static_rows() {
+  if (!options_.slots)
+    static_refused_ = "no server policy given";
+  else if (options_.decode == DecodeMode::kEager)
+    static_refused_ = "--decode eager";
+  else if (options_.decode == DecodeMode::kAuto && !DecodeGraph::available(model_))
+    static_refused_ = "no CUDA graphs on this device (--decode static uses the rows anyway)";
+  else
+    static_refused_ = SlotBatch::unsupported(model_, *options_.slots);
+  if (static_refused_.empty()) {
+    static_row_bytes_ = SlotBatch::row_bytes(model_, *options_.slots, options_.chunk);
+    static_rows_ = options_.max_batch;
+    // The rows are allocated up front: at most half of --kv-memory goes to them, so that requests
+    // still have room to read their prompts in caches of their own.
+    if (options_.kv_memory > 0)
+      static_rows_ = std::min(static_rows_, options_.kv_memory / 2 / static_row_bytes_);
+    if (static_rows_ == 0)
+      static_refused_ = "one row (" + std::to_string(static_row_bytes_) +
+                        " bytes) takes more than half of --kv-memory";
+  }
+  if (!static_refused_.empty()) {
+    static_rows_ = 0;
+    log_info("serve: every request decodes eagerly (static decode: ", static_refused_, ")");
+    return;
+  }
+  c10::InferenceMode guard;
+  slots_ = std::make_unique<SlotBatch>(model_, *options_.slots, static_rows_, options_.chunk);
+  log_info("serve: requests with policy ", options_.slots->policy.text, " at budget ",
+           resolve_budget(options_.slots->budget, 1), " decode in ", static_rows_, " ",
+           slots_->mode(), " rows (", static_rows_bytes(), " bytes of K/V up front); others ",
+           "eagerly");
+}
 
 int64_t ServeEngine::reservation(const ServeRequest& r) const {
   const auto prompt = static_cast<int64_t>(r.prompt.size());
@@ -95,10 +130,13 @@ std::shared_ptr<RequestHandle> ServeEngine::submit(ServeRequest request) {
   RETAIN_CHECK(request.stop_strings.empty() || options_.detokenize,
                "stop strings need the model's tokenizer");
   const int64_t reserved = reservation(request);
-  RETAIN_CHECK(options_.kv_memory == 0 || reserved <= options_.kv_memory, "the request needs ",
-               reserved, " bytes of KV cache (", request.prompt.size(), " prompt tokens, ",
-               request.max_new_tokens, " new, policy ", request.policy.text,
-               "), over the server's ", "--kv-memory of ", options_.kv_memory, " bytes");
+  RETAIN_CHECK(options_.kv_memory == 0 || reserved <= options_.kv_memory - static_rows_bytes(),
+               "the request needs ", reserved, " bytes of KV cache (", request.prompt.size(),
+               " prompt tokens, ", request.max_new_tokens, " new, policy ", request.policy.text,
+               "), over the server's ", "--kv-memory of ", options_.kv_memory, " bytes",
+               static_rows_ > 0 ? " less the " + std::to_string(static_rows_bytes()) +
+                                      " bytes of its static decode rows"
+                                : std::string());
   auto active = std::make_unique<Active>();
   active->reserved = reserved;
   active->handle = std::make_shared<RequestHandle>();
@@ -186,22 +224,29 @@ void ServeEngine::iterate() {
   drop_finished();
   // The figures /metrics reads. The caches' bytes cost a device read per request (a sync on a
   // GPU), so they are refreshed every 100 ms rather than every step; the rest is on the host.
-  int64_t reserved = 0;
+  int64_t reserved = static_rows_bytes();
   for (const auto& a : running_) reserved += a->reserved;
   const auto now = Clock::now();
   const bool read_caches = now - kv_read_ >= std::chrono::milliseconds(100);
   int64_t live = 0, budget = 0;
   if (read_caches) {
     kv_read_ = now;
-    for (const auto& a : running_) {
-      live += a->cache->live_bytes();
-      budget += a->cache->budget_bytes();
+    for (const auto& a : running_)
+      if (a->cache) {
+        live += a->cache->live_bytes();
+        budget += a->cache->budget_bytes();
+      }
+    if (slots_ && slots_->occupied() > 0) {
+      live += slots_->live_bytes();
+      budget += slots_->budget_bytes();
     }
   }
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.running = static_cast<int64_t>(running_.size());
   stats_.waiting = static_cast<int64_t>(waiting_.size());
   stats_.reserved_kv_bytes = reserved;
+  stats_.static_rows = static_rows_;
+  stats_.static_rows_occupied = slots_ ? slots_->occupied() : 0;
   if (read_caches || running_.empty()) {
     stats_.live_kv_bytes = live;
     stats_.budget_kv_bytes = budget;
@@ -209,7 +254,7 @@ void ServeEngine::iterate() {
 }
 
 void ServeEngine::admit() {
-  int64_t reserved = 0;
+  int64_t reserved = static_rows_bytes();
   for (const auto& a : running_) reserved += a->reserved;
   for (;;) {
     std::unique_ptr<Active> a;
@@ -282,46 +327,96 @@ void ServeEngine::prefill_chunk(Active& a) {
   a.read = body + 1;
   a.generating = true;
   take_token(a, first);
+  if (!a.done) try_join_rows(a);
+}
+
+void ServeEngine::try_join_rows(Active& a) {
+  if (!slots_) return;
+  const ServeRequest& r = a.request;
+  if (!r.policy.budgeted() ||
+      !slots_->accepts(r.policy, resolve_budget(r.budget, static_cast<int64_t>(r.prompt.size())),
+                       r.learned))
+    return;
+  const auto* cache = dynamic_cast<const BudgetedKvCache*>(a.cache.get());
+  if (cache == nullptr) return;
+  const int64_t row = slots_->join(*cache);
+  if (row < 0) return;  // every row is taken (rows limited by --kv-memory): decode eagerly
+  // Its entries now live in the row, which the rows' up-front bytes already count.
+  a.row = row;
+  a.cache.reset();
+  a.reserved = 0;
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++stats_.static_rows_joined;
 }
 
 void ServeEngine::decode_step() {
-  std::vector<Active*> rows;
+  std::vector<Active*> in_rows, eager;
   for (auto& a : running_)
-    if (!a->done && a->generating) rows.push_back(a.get());
-  if (rows.empty()) return;
-  const auto b = static_cast<int64_t>(rows.size());
+    if (!a->done && a->generating) (a->row >= 0 ? in_rows : eager).push_back(a.get());
+  if (in_rows.empty() && eager.empty()) return;
+  if (!in_rows.empty()) decode_static(in_rows);
+  if (!eager.empty()) decode_eager(eager);
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++stats_.steps;
+}
+
+void ServeEngine::take_tokens(const at::Tensor& logits, const std::vector<Active*>& requests,
+                              const std::vector<int64_t>& rows) {
+  at::Tensor greedy;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    Active& a = *requests[i];
+    int64_t next;
+    if (a.sampling.temperature <= 0) {
+      if (!greedy.defined()) greedy = logits.argmax(-1).to(at::kCPU);  // one read for all rows
+      next = greedy[rows[i]].item<int64_t>();
+    } else {
+      next = sample_next_token(logits[rows[i]], a.sampling, a.generator);
+    }
+    take_token(a, next);
+  }
+}
+
+void ServeEngine::decode_static(const std::vector<Active*>& requests) {
+  std::vector<int64_t> tokens(static_cast<size_t>(slots_->rows()), 0);
+  std::vector<int64_t> positions(tokens.size(), -1), rows;
+  for (Active* a : requests) {
+    tokens.at(a->row) = a->next;
+    positions.at(a->row) = static_cast<int64_t>(a->request.prompt.size() + a->tokens.size()) - 1;
+    rows.push_back(a->row);
+  }
+  try {
+    take_tokens(slots_->step(tokens, positions), requests, rows);
+  } catch (const std::exception& e) {
+    // The rows share one cache: a step that failed part-way leaves none of them trustworthy.
+    log_warn("serve: a static decode step of ", requests.size(), " requests failed: ", e.what());
+    for (Active* a : requests)
+      if (!a->done) retire(*a, "error", e.what());
+  }
+}
+
+void ServeEngine::decode_eager(const std::vector<Active*>& requests) {
+  const auto b = static_cast<int64_t>(requests.size());
   std::vector<KvCache*> caches;
+  std::vector<int64_t> rows;
   auto token = at::zeros({b, 1}, at::kLong);
   auto position = at::zeros({b, 1}, at::kLong);
   for (int64_t r = 0; r < b; ++r) {
-    caches.push_back(rows[r]->cache.get());
-    token[r][0] = rows[r]->next;
-    position[r][0] =
-        static_cast<int64_t>(rows[r]->request.prompt.size() + rows[r]->tokens.size()) - 1;
+    const Active& a = *requests[r];
+    caches.push_back(a.cache.get());
+    rows.push_back(r);
+    token[r][0] = a.next;
+    position[r][0] = static_cast<int64_t>(a.request.prompt.size() + a.tokens.size()) - 1;
   }
   try {
     RowStackCache stack(caches);
     ForwardContext context{&stack};
-    auto logits = model_.logits(model_.forward_hidden(token, position, context)).squeeze(1);
-    at::Tensor greedy;
-    for (int64_t r = 0; r < b; ++r) {
-      Active& a = *rows[r];
-      int64_t next;
-      if (a.sampling.temperature <= 0) {
-        if (!greedy.defined()) greedy = logits.argmax(-1).to(at::kCPU);  // one read for all rows
-        next = greedy[r].item<int64_t>();
-      } else {
-        next = sample_next_token(logits[r], a.sampling, a.generator);
-      }
-      take_token(a, next);
-    }
+    take_tokens(model_.logits(model_.forward_hidden(token, position, context)).squeeze(1), requests,
+                rows);
   } catch (const std::exception& e) {
     log_warn("serve: a decode step of ", b, " requests failed: ", e.what());
-    for (Active* a : rows)
+    for (Active* a : requests)
       if (!a->done) retire(*a, "error", e.what());
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  ++stats_.steps;
 }
 
 void ServeEngine::take_token(Active& a, int64_t token) {
@@ -355,6 +450,10 @@ void ServeEngine::take_token(Active& a, int64_t token) {
 
 void ServeEngine::retire(Active& a, const std::string& reason, const std::string& error) {
   a.done = true;
+  if (a.row >= 0) {
+    slots_->leave(a.row);
+    a.row = -1;
+  }
   a.handle->finish(reason, error);
   std::lock_guard<std::mutex> lock(mutex_);
   if (reason == "cancelled")

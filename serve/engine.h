@@ -25,8 +25,10 @@
 
 #include "eval/policies/policy_registry.h"
 #include "model/decoder.h"
+#include "model/generate.h"
 #include "model/tokenizers/incremental_detokenizer.h"
 #include "serve/latency.h"
+#include "serve/slot_batch.h"
 
 namespace retain {
 
@@ -80,6 +82,11 @@ struct EngineOptions {
   int64_t chunk = 512;     // prefill chunk in tokens
   // Detokenizes new tokens for stop strings (required when a request has some).
   TextDecoder detokenize;
+  // Static decode (serve/slot_batch.h) for the requests with the server's policy and budget:
+  // kAuto where CUDA graphs can replay the steps, kStatic also on the CPU, kEager never. Without
+  // `slots` (or where they cannot decode statically) every request decodes eagerly.
+  DecodeMode decode = DecodeMode::kAuto;
+  std::optional<SlotPolicy> slots;
 };
 
 // Figures for /metrics, read at any time.
@@ -87,6 +94,8 @@ struct EngineStats {
   int64_t waiting = 0, running = 0;
   int64_t live_kv_bytes = 0, reserved_kv_bytes = 0, budget_kv_bytes = 0;
   int64_t requests_finished = 0, requests_cancelled = 0, requests_failed = 0;
+  int64_t static_rows = 0, static_rows_occupied = 0;  // static decode's rows (0: none)
+  int64_t static_rows_joined = 0;                     // requests that decoded in a row
   int64_t prompt_tokens = 0, generated_tokens = 0, steps = 0;
   double tokens_per_second = 0;  // generated, over the last 10 seconds
   LatencySummary time_to_first_token, inter_token;
@@ -99,9 +108,16 @@ class ServeEngine {
   ServeEngine(const ServeEngine&) = delete;
   ServeEngine& operator=(const ServeEngine&) = delete;
 
-  // The bytes a request reserves; a request larger than kv_memory can never run (checked by
-  // submit).
+  // The bytes a request reserves; a request larger than kv_memory less the static rows' bytes can
+  // never run (checked by submit).
   int64_t reservation(const ServeRequest& request) const;
+  // Static decode's rows and what they take of kv_memory up front (0 rows: every request decodes
+  // eagerly), and why there are none ("" when there are).
+  int64_t static_rows() const { return static_rows_; }
+  int64_t static_rows_bytes() const { return static_rows_ * static_row_bytes_; }
+  const std::string& static_rows_refused() const { return static_refused_; }
+  // How the rows decode: "cuda-graph" or "static" ("" without rows).
+  std::string static_rows_mode() const { return slots_ ? slots_->mode() : ""; }
   // Queues a request; throws retain::Error when it can never run or the engine is stopping.
   std::shared_ptr<RequestHandle> submit(ServeRequest request);
   // Stops admitting; lets running and queued requests finish for up to `grace`, then cancels the
@@ -115,8 +131,16 @@ class ServeEngine {
   // One iteration: admit, one prefill chunk, one decode step.
   void iterate();
   void admit();
+  void open_static_rows();
   void prefill_chunk(Active& a);
   void decode_step();
+  void decode_static(const std::vector<Active*>& requests);
+  void decode_eager(const std::vector<Active*>& requests);
+  // Each request's next token from its row of logits (B, V).
+  void take_tokens(const at::Tensor& logits, const std::vector<Active*>& requests,
+                   const std::vector<int64_t>& rows);
+  // After its first token: a request with the rows' policy moves into a free row.
+  void try_join_rows(Active& a);
   // Appends a picked token to a request, ends it when a stop rule says so.
   void take_token(Active& a, int64_t token);
   void retire(Active& a, const std::string& reason, const std::string& error = "");
@@ -125,6 +149,9 @@ class ServeEngine {
   const Decoder& model_;
   EngineOptions options_;
   int64_t bytes_per_token_;  // K/V bytes of one token in every layer and KV head
+  int64_t static_rows_ = 0, static_row_bytes_ = 0;
+  std::string static_refused_;
+  std::unique_ptr<SlotBatch> slots_;  // allocated by the engine's thread
 
   mutable std::mutex mutex_;
   std::condition_variable work_;

@@ -37,8 +37,16 @@ std::string prometheus_text(const EngineStats& s, int64_t kv_memory) {
          "K/V bytes of exactly the running requests' budgets.",
          static_cast<double>(s.budget_kv_bytes));
   metric(out, "retain_kv_reserved_bytes", "gauge",
-         "K/V bytes the running requests reserved at admission.",
+         "K/V bytes the running requests reserved at admission, and the static decode rows'.",
          static_cast<double>(s.reserved_kv_bytes));
+  metric(out, "retain_static_rows", "gauge",
+         "Rows of the static decode batch (0: every request decodes eagerly).",
+         static_cast<double>(s.static_rows));
+  metric(out, "retain_static_rows_occupied", "gauge", "Static decode rows holding a request.",
+         static_cast<double>(s.static_rows_occupied));
+  metric(out, "retain_static_rows_joined_total", "counter",
+         "Requests that decoded in a static decode row.",
+         static_cast<double>(s.static_rows_joined));
   metric(out, "retain_kv_memory_bytes", "gauge", "The --kv-memory bound (0: none).",
          static_cast<double>(kv_memory));
   metric(out, "retain_requests_finished_total", "counter", "Requests that ended by stop or length.",

@@ -136,16 +136,16 @@ int run_serve_command(const ServeCommandOptions& o) {
   context.context_length = model.config().max_position_embeddings;
   context.default_max_tokens = o.default_max_tokens;
   // The server's own policy must work before any request comes.
-  {
-    const PolicySpec spec = parse_policy(o.policy);
-    RETAIN_CHECK(!spec.budgeted() || o.budget > 0, "serve: --policy ", spec.name(),
-                 " needs --budget");
-  }
+  const PolicySpec spec = parse_policy(o.policy);
+  RETAIN_CHECK(!spec.budgeted() || o.budget > 0, "serve: --policy ", spec.name(),
+               " needs --budget");
 
   EngineOptions engine_options;
   engine_options.kv_memory = kv_memory;
   engine_options.max_batch = o.max_batch;
   engine_options.chunk = o.chunk;
+  engine_options.decode = parse_decode_mode(o.decode);
+  engine_options.slots = SlotPolicy{spec, o.budget, loaded.learned_for(spec)};
   engine_options.detokenize = text_decoder(tokenizer, /*skip_special=*/true);
   ServeEngine engine(model, engine_options);
 

@@ -26,6 +26,7 @@ struct ServeCommandOptions {
   std::string kv_memory = "0";  // bytes (K/M/G/KiB/MiB/GiB suffixes); 0: no bound
   int64_t max_batch = 16;
   int64_t chunk = 512;
+  std::string decode = "auto";  // static decode rows for --policy's requests: auto|eager|static
   int64_t default_max_tokens = 256;
   int http_threads = 32;       // connections served at once (each streaming client holds one)
   double shutdown_grace = 30;  // seconds

@@ -85,10 +85,37 @@ check "bench serve" "$retain" bench serve --preset tiny --arch llama --dtype fp3
 "$python" -c "import json,sys; r=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); assert r['identical_answers'] == 6 and r['served']['tokens'] == r['sequential']['tokens'] > 0, r" "$work/out.txt" &&
   echo "ok   bench serve: identical answers" || { echo "FAIL bench serve answers"; failures=$((failures + 1)); }
 
+# Static decode rows (--decode static: on the CPU too): the server's own policy decodes in fixed
+# rows and answers as `retain generate` does; /metrics counts the request that used a row.
+rm -f "$work/port"
+"$retain" serve "${common[@]}" --port 0 --port-file "$work/port" --policy snapkv:buffer=0 --budget 3 \
+  --decode static --max-batch 2 > "$work/static.log" 2>&1 &
+static_pid=$!
+for _ in $(seq 600); do [ -s "$work/port" ] && break; sleep 0.1; done
+if "$python" - "http://127.0.0.1:$(cat "$work/port" 2>/dev/null)" "$work/expected.json" "$prompt" <<'PY'
+import json, sys, urllib.request, openai
+url, expected, prompt = sys.argv[1], json.load(open(sys.argv[2])), sys.argv[3]
+client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0)
+r = client.completions.create(model="base", prompt=prompt, max_tokens=12, temperature=0)
+assert r.choices[0].text == expected["policy"]["text"], (r.choices[0].text, expected["policy"]["text"])
+metrics = urllib.request.urlopen(url + "/metrics").read().decode()
+assert "retain_static_rows 2" in metrics and "retain_static_rows_joined_total 1" in metrics, metrics
+PY
+then echo "ok   static decode rows answer as generate"; else
+  echo "FAIL static decode rows"; tail -5 "$work/static.log"; failures=$((failures + 1)); fi
+kill -TERM "$static_pid"; wait "$static_pid"
+
+check "bench serve --decode static" "$retain" bench serve --preset tiny --arch llama --dtype fp32 --device cpu \
+  --threads 1 --requests 6 --concurrency 3 --prompt-tokens 40 --new-tokens 8 --policy dbtrimkv:buffer=2 \
+  --budget 8 --chunk 16 --max-batch 3 --decode static --json
+"$python" -c "import json,sys; r=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); assert r['identical_answers'] == 6 and r['served_decode'] == '3 static rows', r" "$work/out.txt" &&
+  echo "ok   bench serve --decode static: identical answers in rows" || { echo "FAIL bench serve static answers"; failures=$((failures + 1)); }
+
 # Bad flags: refused at start, naming what is wrong.
 check_error "policy without a budget" "needs --budget" "$retain" serve --model "$model" --policy snapkv --port 0
 check_error "kv-memory units" "expected bytes such as" "$retain" serve --model "$model" --kv-memory 12parsecs --port 0
 check_error "missing model" "config.json" "$retain" serve --model "$work/nothing" --port 0
+check_error "decode mode" "--decode" "$retain" serve --model "$model" --decode graphs --port 0
 
 [ "$failures" -eq 0 ] || { echo "$failures check(s) failed"; exit 1; }
 echo "all serve checks passed"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/error.h"
 #include "kernels/cache_append_triton.h"
 #include "kernels/cache_cpu.h"
 #include "kernels/decode_attention.h"
@@ -38,13 +39,7 @@ int64_t CacheStorage::append(int64_t layer, const at::Tensor& keys, const at::Te
                              bool fixed_shape) {
   CacheLayer& l = this->layer(layer);
   const int64_t b = keys.size(0), hk = keys.size(1), n = keys.size(2), d = keys.size(3);
-  if (!l.allocated()) {
-    l.keys = at::zeros({b, hk, capacity_, d}, keys.options());
-    l.values = at::zeros_like(l.keys);
-    l.positions = at::full({b, hk, capacity_}, -1, keys.options().dtype(at::kLong));
-    l.stat = at::zeros({b, hk, capacity_}, keys.options().dtype(at::kFloat));
-    l.length = at::zeros({b, hk}, keys.options().dtype(at::kLong));
-  }
+  if (!l.allocated()) allocate(l, b, hk, d, keys.options());
   // Every head gains n entries, so the longest head after the append is known on the host.
   const int64_t longest = fixed_shape ? l.capacity() : l.longest + n;
   if (!fixed_shape && longest > l.capacity()) grow(layer, std::max(longest, 2 * l.capacity()));
@@ -57,6 +52,71 @@ int64_t CacheStorage::append(int64_t layer, const at::Tensor& keys, const at::Te
   }
   if (!fixed_shape) l.longest = longest;
   return longest;
+}
+
+void CacheStorage::allocate(CacheLayer& l, int64_t batch, int64_t kv_heads, int64_t head_dim,
+                            const at::TensorOptions& options) const {
+  l.keys = at::zeros({batch, kv_heads, capacity_, head_dim}, options);
+  l.values = at::zeros_like(l.keys);
+  l.positions = at::full({batch, kv_heads, capacity_}, -1, options.dtype(at::kLong));
+  l.stat = at::zeros({batch, kv_heads, capacity_}, options.dtype(at::kFloat));
+  l.length = at::zeros({batch, kv_heads}, options.dtype(at::kLong));
+  l.longest = 0;
+}
+
+void CacheStorage::allocate_rows(int64_t batch, int64_t kv_heads, int64_t head_dim,
+                                 const at::TensorOptions& options) {
+  RETAIN_CHECK(std::none_of(layers_.begin(), layers_.end(),
+                            [](const CacheLayer& l) { return l.allocated(); }),
+               "CacheStorage: rows are allocated once, before any step");
+  for (auto& l : layers_) allocate(l, batch, kv_heads, head_dim, options);
+}
+
+bool CacheStorage::load_row(int64_t row, const CacheStorage& source, int64_t source_row) {
+  RETAIN_CHECK(source.num_layers() == num_layers(), "CacheStorage: a cache of ",
+               source.num_layers(), " layers cannot load into one of ", num_layers());
+  bool grew = false;
+  for (int64_t li = 0; li < num_layers(); ++li) {
+    CacheLayer& l = layer(li);
+    const CacheLayer& s = source.layer(li);
+    RETAIN_CHECK(l.allocated() && s.allocated(), "CacheStorage: load_row needs both caches ",
+                 "allocated (layer ", li, ")");
+    RETAIN_CHECK(s.keys.size(1) == l.keys.size(1) && s.keys.size(3) == l.keys.size(3) &&
+                     s.keys.scalar_type() == l.keys.scalar_type() &&
+                     s.keys.device() == l.keys.device(),
+                 "CacheStorage: layer ", li, " holds ", s.keys.sizes(), " ", s.keys.scalar_type(),
+                 " on ", s.keys.device(), ", the rows ", l.keys.sizes(), " ", l.keys.scalar_type(),
+                 " on ", l.keys.device());
+    // `longest` is exact after every eager step (each adds to every head, compaction re-reads).
+    const int64_t n = s.longest;
+    if (n > l.capacity()) {
+      grow(li, n);
+      grew = true;
+    }
+    auto put = [&](at::Tensor& to, const at::Tensor& from, double empty) {
+      auto dst = to.narrow(0, row, 1);
+      dst.narrow(2, 0, n).copy_(from.narrow(0, source_row, 1).narrow(2, 0, n));
+      dst.narrow(2, n, to.size(2) - n).fill_(empty);
+    };
+    put(l.keys, s.keys, 0);
+    put(l.values, s.values, 0);
+    put(l.positions, s.positions, -1);
+    put(l.stat, s.stat, 0);
+    l.length.narrow(0, row, 1).copy_(s.length.narrow(0, source_row, 1));
+    l.longest = std::max(l.longest, n);
+  }
+  return grew;
+}
+
+void CacheStorage::clear_row(int64_t row) {
+  for (auto& l : layers_) {
+    if (!l.allocated()) continue;
+    l.keys.narrow(0, row, 1).zero_();
+    l.values.narrow(0, row, 1).zero_();
+    l.positions.narrow(0, row, 1).fill_(-1);
+    l.stat.narrow(0, row, 1).zero_();
+    l.length.narrow(0, row, 1).zero_();
+  }
 }
 
 void CacheStorage::grow(int64_t layer, int64_t capacity) {

@@ -45,6 +45,16 @@ class CacheStorage {
                  const at::Tensor& positions, const at::Tensor& stat, bool fixed_shape);
   // Widens a layer's buffers to `capacity` slots, keeping its entries.
   void grow(int64_t layer, int64_t capacity);
+
+  // Continuous batching (serve/slot_batch.h), between steps only. allocate_rows: every layer gets
+  // `batch` empty rows of `kv_heads` heads of `head_dim` before any step. load_row: row `row`
+  // becomes `source`'s row `source_row`, every slot of it (the slots past its entries zeroed at
+  // position -1, so nothing of an earlier request stays where attention reads); a layer too
+  // narrow for it widens, and then it returns true. clear_row: row `row` holds nothing.
+  void allocate_rows(int64_t batch, int64_t kv_heads, int64_t head_dim,
+                     const at::TensorOptions& options);
+  bool load_row(int64_t row, const CacheStorage& source, int64_t source_row);
+  void clear_row(int64_t row);
   // Keeps the entries of the first keep.size(2) slots where keep (B, Hk, S) is true.
   void compact(int64_t layer, const at::Tensor& keep);
   // Padding (position -1: a batched prompt's left padding, a finished row's steps) stored like a
@@ -64,6 +74,9 @@ class CacheStorage {
   void deepen();
 
  private:
+  void allocate(CacheLayer& l, int64_t batch, int64_t kv_heads, int64_t head_dim,
+                const at::TensorOptions& options) const;
+
   std::vector<CacheLayer> layers_;
   int64_t capacity_;  // of a layer's first allocation
 };

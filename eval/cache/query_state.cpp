@@ -107,4 +107,33 @@ void QueryState::deepen() {
     }
 }
 
+bool QueryState::load_row(int64_t row, int64_t batch, const QueryState& source,
+                          int64_t source_row) {
+  bool allocated = false;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    Layer& l = layers_[i];
+    const Layer& s = source.layers_.at(i);
+    if (!s.count.defined()) continue;
+    if (!l.count.defined()) {
+      l.count = at::zeros({batch}, s.count.options());
+      l.mean = at::zeros({batch, s.mean.size(1), s.mean.size(2)}, s.mean.options());
+      l.m2 = at::zeros({batch, s.m2.size(1), s.m2.size(2), s.m2.size(3)}, s.m2.options());
+      allocated = true;
+    }
+    l.count.narrow(0, row, 1).copy_(s.count.narrow(0, source_row, 1));
+    l.mean.narrow(0, row, 1).copy_(s.mean.narrow(0, source_row, 1));
+    l.m2.narrow(0, row, 1).copy_(s.m2.narrow(0, source_row, 1));
+  }
+  return allocated;
+}
+
+void QueryState::clear_row(int64_t row) {
+  for (auto& l : layers_)
+    if (l.count.defined()) {
+      l.count.narrow(0, row, 1).zero_();
+      l.mean.narrow(0, row, 1).zero_();
+      l.m2.narrow(0, row, 1).zero_();
+    }
+}
+
 }  // namespace retain

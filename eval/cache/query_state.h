@@ -51,6 +51,13 @@ class QueryState {
   // After a copy: owns the statistics, which steps update in place.
   void deepen();
 
+  // Continuous batching (serve/slot_batch.h), between steps: row `row` of a cache of `batch` rows
+  // takes `source`'s row `source_row` of the query statistics (allocated on the first load: then
+  // it returns true), or forgets its own. The observation window does not move: only prompt
+  // chunks vote with it, and rows that have moved decode.
+  bool load_row(int64_t row, int64_t batch, const QueryState& source, int64_t source_row);
+  void clear_row(int64_t row);
+
  private:
   struct Layer {
     at::Tensor step_q;
