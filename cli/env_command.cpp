@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "kernels/cache_append_triton.h"
+#include "kernels/cache_attention_triton.h"
 #include "kernels/device_info.h"
 #include "kernels/retention_attention.h"
 #include "kernels/triton_cubins.h"
@@ -36,7 +37,10 @@ void register_env_command(CLI::App& app, Commands& commands) {
     std::cout << (archs.empty() ? "" : ")")
               << "; retention kernels: " << retention_kernels_name(retention_kernels())
               << "; cache append: "
-              << (cache_append_choice() == CacheAppend::fused ? "fused" : "aten") << "\n";
+              << (cache_append_choice() == CacheAppend::fused ? "fused" : "aten")
+              << "; prefill attention: "
+              << (prefill_attention_choice() == PrefillAttention::triton ? "triton" : "aten")
+              << "\n";
     if (cuda_sources_compiled()) {
       const std::string devices = cuda_device_summary();
       std::cout << devices << (devices.empty() || devices.back() != '\n' ? "\n" : "");

@@ -16,6 +16,7 @@
 #include "gates/gate_bank.h"
 #include "kernels/bench_kernels.h"
 #include "kernels/cache_append_triton.h"
+#include "kernels/cache_attention_triton.h"
 #include "model/decoder.h"
 #include "model/generate.h"
 
@@ -190,6 +191,10 @@ int run_bench_decode_command(const BenchDecodeOptions& options) {
   out["decode_mode"] = r.decode_mode;  // what ran: eager, static or cuda-graph
   // The cache's append on a GPU (RETAIN_CACHE_APPEND): ATen's scatters or the fused kernel.
   out["cache_append"] = cache_append_choice() == CacheAppend::fused ? "fused" : "aten";
+  // Later prefill chunks' attention on a GPU (RETAIN_PREFILL_ATTENTION): SDPA with the position
+  // mask, or the Triton kernel over the cache.
+  out["prefill_attention"] =
+      prefill_attention_choice() == PrefillAttention::triton ? "triton" : "aten";
   out["prefill_seconds"] = r.prefill_seconds;
   out["decode_seconds"] = r.decode_seconds;
   out["kv_bytes_after_prefill"] = kv_after_prefill;

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "kernels/cache_attention_triton.h"
 
 namespace retain {
 
@@ -55,6 +56,21 @@ at::Tensor attention_fused(const at::Tensor& q, const at::Tensor& keys, const at
   RETAIN_CHECK(h % hk == 0, "attention: ", h, " query heads are not a multiple of ", hk,
                " KV heads");
   const int64_t g = h / hk;
+  // The queries are the keys, in order, no padding (a prompt's first chunk into an empty cache).
+  const bool plain_causal =
+      keys.size(2) == t && window == 0 && is_plain_causal(q_positions, k_positions);
+  const bool needs_grad = q.requires_grad() || keys.requires_grad() || values.requires_grad();
+  if (q.is_cuda() && window == 0 && !plain_causal && !needs_grad &&
+      prefill_attention_choice() == PrefillAttention::triton) {
+    // A later chunk over the cache: one flash-style kernel reading each KV head's entries by
+    // their positions, instead of SDPA with a dense mask (kernels/cache_attention_triton.h). It
+    // has no backward: anything that differentiates through attention keeps SDPA.
+    const CacheAttentionTensors tensors{q, keys, values, k_positions, q_positions};
+    if (std::string why = cache_attention_triton_unsupported(tensors); why.empty())
+      return cache_attention_triton(tensors, scale);
+    else
+      log_triton_fallback("prefill attention", why, "ATen's SDPA with the position mask");
+  }
   // GQA: the CPU flash kernel reads the shared K/V heads itself (enable_gqa; copying them G times
   // cost a tenth of a 2k-token CPU prefill). On CUDA a masked product runs the memory-efficient
   // kernel, which takes no enable_gqa (it would fall back to the math path): K/V are repeated.
@@ -64,10 +80,9 @@ at::Tensor attention_fused(const at::Tensor& q, const at::Tensor& keys, const at
     k = keys.repeat_interleave(g, 1);
     v = values.repeat_interleave(g, 1);
   }
-  if (keys.size(2) == t && window == 0 && is_plain_causal(q_positions, k_positions)) {
-    // The queries are the keys, in order, no padding (a prompt's first chunk into an empty
-    // cache): causal attention without a mask, which the flash kernels compute with half the
-    // blocks (a mask makes them visit every block).
+  if (plain_causal) {
+    // Causal attention without a mask, which the flash kernels compute with half the blocks (a
+    // mask makes them visit every block).
     return at::scaled_dot_product_attention(q, k, v, {}, /*dropout_p=*/0.0, /*is_causal=*/true,
                                             scale, /*enable_gqa=*/g > 1 && !repeat);
   }

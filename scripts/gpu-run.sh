@@ -133,6 +133,14 @@ bench() {
   echo "-- bench decode --policy dbtrimkv, RETAIN_CACHE_APPEND=fused"
   RETAIN_CACHE_APPEND=fused timeout "${DECODE_TIMEOUT:-240}" "$BUILD/retain" bench decode \
     --policy dbtrimkv --json | tee -a "$OUT/bench.jsonl" || ok=1
+  # Chunked prefill with the Triton kernel over the cache (kernels/cache_attention_triton.h;
+  # "prefill_attention" in the JSON line): prefill_tokens_per_s beside the SDPA lines above (few
+  # new tokens: the prefill is what this line measures).
+  for p in dbtrimkv full; do
+    echo "-- bench decode --policy $p, RETAIN_PREFILL_ATTENTION=triton"
+    RETAIN_PREFILL_ATTENTION=triton timeout "${DECODE_TIMEOUT:-240}" "$BUILD/retain" bench decode \
+      --policy $p --new-tokens 16 --json | tee -a "$OUT/bench.jsonl" || ok=1
+  done
   # The serving engine beside sequential generate: its static decode rows replayed as CUDA graphs
   # (--decode auto; serve/slot_batch.h), then eager decode over the requests' own caches.
   local decode
@@ -190,7 +198,7 @@ if dec:
     print("| bench decode | prefill tok/s | decode tok/s | ms/step | KV end / full (GB) | roofline |")
     print("|---|---|---|---|---|---|")
     for r in dec:
-        print(f"| {r['policy']} B{r['batch']} {r['context']}+{r['new_tokens']} append {r.get('cache_append', 'aten')} | {r['prefill_tokens_per_s']:.0f} | "
+        print(f"| {r['policy']} B{r['batch']} {r['context']}+{r['new_tokens']} append {r.get('cache_append', 'aten')} prefill {r.get('prefill_attention', 'aten')} | {r['prefill_tokens_per_s']:.0f} | "
               f"{r['decode_tokens_per_s']:.0f} | {r['ms_per_decode_step']:.2f} | "
               f"{r['kv_bytes_end'] / 1e9:.2f} / {r['kv_bytes_full_cache'] / 1e9:.2f} | {100 * r['roofline_fraction']:.1f}% |")
     print()

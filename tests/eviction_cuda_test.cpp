@@ -9,12 +9,15 @@
 
 #include "core/safetensors.h"
 #include "eval/budgeted_cache.h"
+#include "eval/cache_factory.h"
 #include "eval/policies/policy_registry.h"
 #include "gates/gate_bank.h"
 #include "kernels/cache_append_triton.h"
+#include "kernels/cache_attention_triton.h"
 #include "model/attention.h"
 #include "model/decoder.h"
 #include "model/generate.h"
+#include "model/init_model.h"
 #include "test_util.h"
 
 namespace retain {
@@ -234,6 +237,60 @@ TEST_P(PolicyCuda, GraphDecodeEqualsEagerDecode_CUDA) {
                 << what << " fused, layer " << l << " row " << r << " head " << h;
           }
         }
+  }
+}
+
+// Chunked prefill through the Triton kernel over the cache (kernels/cache_attention_triton.h)
+// against SDPA with the dense mask, in the model on the same GPU: a bf16 llama with head dim 64, a
+// 200-token prompt in chunks of 48, the full cache (positions shared by the heads) and streaming
+// (per-head positions; it evicts by position alone, so both runs keep the same entries). The last
+// token's logits agree within the bf16 bound.
+TEST(PrefillAttentionCuda, ChunkedPrefillThroughTheKernelMatchesSdpa_CUDA) {
+  RETAIN_SKIP_WITHOUT_CUDA();
+  if (find_triton_cubin("cache_attention", cuda_device_arch(0), "bf16", 64) == nullptr)
+    GTEST_SKIP() << "no cache_attention cubin for this GPU";
+  c10::InferenceMode guard;
+  testing::TempDir dir;
+  InitModelOptions init;
+  init.arch = "llama";
+  init.preset = "tiny";
+  init.sets = {"head_dim=64"};
+  init.out = (dir / "model").string();
+  init_model(init);
+  Decoder model = Decoder::load(init.out, {at::kBFloat16, at::kCUDA});
+  ASSERT_EQ(model.config().head_dim, 64);
+  const int64_t n = 200, chunk = 48;
+  std::vector<int64_t> prompt;
+  for (int64_t i = 0; i < n; ++i) prompt.push_back(3 + (i * 37) % 200);
+  for (const std::string policy : {"full", "streaming:buffer=0"}) {
+    SCOPED_TRACE(policy);
+    auto last_logits = [&](PrefillAttention choice) {
+      set_prefill_attention(choice);
+      auto cache = make_kv_cache(model.config(), parse_policy(policy), 64, n, chunk, {});
+      at::Tensor hidden;
+      for (int64_t begin = 0; begin < n; begin += chunk) {
+        const int64_t len = std::min(chunk, n - begin);
+        auto ids =
+            at::tensor(std::vector<int64_t>(prompt.begin() + begin, prompt.begin() + begin + len),
+                       at::kLong)
+                .view({1, len});
+        auto positions = at::arange(begin, begin + len, at::kLong).view({1, len});
+        hidden = model.forward_hidden(ids, positions, ForwardContext{cache.get()});
+      }
+      set_prefill_attention(PrefillAttention::aten);
+      return model.logits(hidden.select(1, hidden.size(1) - 1)).to(at::kFloat).cpu();
+    };
+    auto sdpa = last_logits(PrefillAttention::aten), kernel = last_logits(PrefillAttention::triton);
+    const double error = (kernel - sdpa).abs().max().item<double>();
+    const double bound = kBf16RelativeTolerance * std::max(1.0, sdpa.abs().max().item<double>());
+    EXPECT_LE(error, bound) << "max |kernel - SDPA| over the logits";
+    // The kernel took the model's tensors (the dispatch falls back with a log line otherwise).
+    auto q = at::zeros({1, model.config().num_heads, chunk, 64},
+                       at::TensorOptions(at::kCUDA).dtype(at::kBFloat16));
+    auto k = at::zeros({1, model.config().num_kv_heads, n, 64}, q.options());
+    auto kp = at::zeros({1, 1, n}, q.options().dtype(at::kLong));
+    auto qp = at::zeros({1, chunk}, kp.options());
+    EXPECT_EQ(cache_attention_triton_unsupported({q, k, k, kp, qp}), "");
   }
 }
 

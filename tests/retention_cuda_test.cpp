@@ -17,6 +17,7 @@
 #include "compact_cache_check.h"
 #include "cuda_skip.h"
 #include "kernels/cache_append_triton.h"
+#include "kernels/cache_attention_triton.h"
 #include "kernels/cache_cpu.h"
 #include "kernels/decode_attention.h"
 #include "kernels/device_info.h"
@@ -304,6 +305,51 @@ TEST(CacheAppendKernel, EqualsTheScattersBitForBit_CUDA) {
       }
 }
 
+// Chunked prefill's attention over a cache against softmax over each head's visible entries in
+// fp32 on the same GPU: a 300-token chunk over 650 entries of a wider buffer, per-head and shared
+// entry positions (empty slots, entries in the chunk's future), GQA 4, bf16 and fp16, head dims
+// 64 and 128, queries split from (B, T, H, D), a padded row that sees nothing (zeros).
+TEST(CacheAttentionKernel, EqualsSoftmaxOverTheVisibleEntries_CUDA) {
+  RETAIN_SKIP_WITHOUT_CUDA();
+  const int arch = cuda_device_arch(0);
+  if (find_triton_cubin("cache_attention", arch, "bf16", 64) == nullptr)
+    GTEST_SKIP() << "no cache_attention cubin for sm_" << arch;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
+  const int64_t b = 2, h = 8, hk = 2, t = 300, s = 650;
+  for (auto dtype : {at::kBFloat16, at::kHalf})
+    for (int64_t d : {64, 128})
+      for (bool per_head : {true, false}) {
+        SCOPED_TRACE(str_cat(c10::toString(dtype), " D", d, per_head ? " per-head" : " shared"));
+        auto on_gpu = [](const at::Tensor& x) { return x.to(at::kCUDA); };
+        auto q = on_gpu(at::randn({b, t, h, d}, gen).to(dtype)).transpose(1, 2);
+        auto keys = on_gpu(at::randn({b, hk, s + 50, d}, gen).to(dtype)).narrow(2, 0, s);
+        auto values = on_gpu(at::randn({b, hk, s + 50, d}, gen).to(dtype)).narrow(2, 0, s);
+        auto key_pos = on_gpu(at::randint(-1, 1000, {b, per_head ? hk : 1, s + 50}, gen, at::kLong))
+                           .narrow(2, 0, s);
+        auto q_pos = on_gpu(at::arange(700, 700 + t, at::kLong).repeat({b, 1}));
+        q_pos[1].narrow(0, 0, 7).fill_(-1);  // left padding
+        const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+        const CacheAttentionTensors tensors{q, keys, values, key_pos, q_pos};
+        ASSERT_EQ(cache_attention_triton_unsupported(tensors), "");
+        auto out = cache_attention_triton(tensors, scale).to(at::kFloat);
+        const int64_t g = h / hk;
+        auto k_pos = key_pos.repeat_interleave(per_head ? g : 1, 1).unsqueeze(2);
+        auto visible = (k_pos >= 0).logical_and(k_pos <= q_pos.view({b, 1, t, 1}));
+        auto scores = at::matmul(q.to(at::kFloat),
+                                 keys.to(at::kFloat).repeat_interleave(g, 1).transpose(-1, -2)) *
+                      scale;
+        auto weights = at::softmax(scores.masked_fill(visible.logical_not(), -INFINITY), -1);
+        auto want =
+            at::matmul(weights.nan_to_num(0), values.to(at::kFloat).repeat_interleave(g, 1));
+        const double error = (out - want).abs().max().item<double>();
+        const double bound = 2e-2 * std::max(1.0, want.abs().max().item<double>());
+        EXPECT_LE(error, bound) << "max |kernel - fp32 softmax| " << error;
+        auto blind = visible.any(-1).logical_not().unsqueeze(-1);  // (B, H, T, 1)
+        EXPECT_EQ(out.masked_select(blind).abs().sum().item<double>(), 0.0);
+        EXPECT_GT(blind.sum().item<int64_t>(), 0);
+      }
+}
+
 // ---- CPU: the dispatchers keep the references ------------------------------------------------
 
 TEST(KernelDispatch, ImplementationNamesRoundTrip) {
@@ -325,6 +371,19 @@ TEST(KernelDispatch, CacheAppendNamesParseAndOthersAreRefused) {
   auto len = at::zeros({1, 1}, at::kLong), nk = at::zeros({1, 1, 1, 64});
   auto np = at::zeros({1, 1}, at::kLong), ns = at::zeros({1, 1, 1});
   EXPECT_EQ(cache_append_triton_unsupported({k, k, p, s, len, nk, nk, np, ns}),
+            "the tensors are not on one GPU");
+}
+
+TEST(KernelDispatch, PrefillAttentionNamesParseAndOthersAreRefused) {
+  EXPECT_EQ(parse_prefill_attention("aten", "test"), PrefillAttention::aten);
+  EXPECT_EQ(parse_prefill_attention("triton", "test"), PrefillAttention::triton);
+  EXPECT_ERROR_CONTAINS(
+      parse_prefill_attention("flash", "RETAIN_PREFILL_ATTENTION"),
+      "RETAIN_PREFILL_ATTENTION: 'flash' is not a prefill attention; expected aten or triton");
+  // CPU tensors never take the kernel, whatever is chosen.
+  auto q = at::zeros({1, 2, 3, 64}), k = at::zeros({1, 1, 4, 64});
+  auto kp = at::zeros({1, 1, 4}, at::kLong), qp = at::zeros({1, 3}, at::kLong);
+  EXPECT_EQ(cache_attention_triton_unsupported({q, k, k, kp, qp}),
             "the tensors are not on one GPU");
 }
 

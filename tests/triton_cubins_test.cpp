@@ -7,6 +7,7 @@
 
 #include "core/json.h"
 #include "kernels/cache_append_triton.h"
+#include "kernels/cache_attention_triton.h"
 #include "kernels/device_info.h"
 #include "kernels/retention_triton.h"
 #include "kernels/triton_launch.h"
@@ -213,6 +214,57 @@ TEST(TritonPlans, CacheAppendPassesTheCubinsParametersAndTheViewsStrides) {
                                            new_keys, new_positions, new_stat},
                                           arch),
                         "positions and lengths are not int64");
+}
+
+TEST(TritonPlans, CacheAttentionPassesTheCubinsParametersAndTheViewsStrides) {
+  if (triton_cubins().empty()) GTEST_SKIP() << "this build has no Triton cubins";
+  std::set<int> archs;
+  for (const auto& c : triton_cubins()) archs.insert(c.arch);
+  const int64_t b = 2, h = 6, hk = 2, t = 37, s = 90;
+  for (int arch : archs)
+    for (int64_t d : {64, 128})
+      for (auto dtype : {at::kBFloat16, at::kHalf})
+        for (bool per_head : {true, false}) {
+          SCOPED_TRACE(str_cat("sm_", arch, " D", d, " ", dtype, per_head ? " per-head" : ""));
+          auto opts = at::TensorOptions().dtype(dtype);
+          // As the cache hands them over: heads split from (B, T, H, D), buffers narrowed.
+          auto q = at::randn({b, t, h, d}, opts).transpose(1, 2);
+          auto keys = at::zeros({b, hk, s + 10, d}, opts).narrow(2, 0, s);
+          auto values = at::zeros({b, hk, s + 10, d}, opts).narrow(2, 0, s);
+          auto key_pos = at::full({b, per_head ? hk : 1, s + 10}, -1, at::kLong).narrow(2, 0, s);
+          // A chunk's positions narrowed from the prompt's at an odd offset: copied to align.
+          auto q_pos = at::arange(3 * t, at::kLong).view({1, 3 * t}).repeat({b, 1}).narrow(1, 1, t);
+          const CacheAttentionTensors tensors{q, keys, values, key_pos, q_pos};
+          auto plan = plan_cache_attention(tensors, 0.125, arch);
+          ASSERT_EQ(plan.launches.size(), 1u);
+          const auto& l = plan.launches[0];
+          EXPECT_NO_THROW(check_triton_args(*l.cubin, l.args));
+          EXPECT_EQ(std::string(l.cubin->kernel), "cache_attention");
+          EXPECT_EQ(l.grid_x, (t + l.cubin->block_m - 1) / l.cubin->block_m);
+          EXPECT_EQ(l.grid_y, b * h);
+          ASSERT_EQ(plan.outputs.size(), 1u);
+          EXPECT_EQ(plan.outputs[0].sizes(), q.sizes());
+          EXPECT_EQ(cache_attention_triton_unsupported(tensors), "the tensors are not on one GPU");
+        }
+  // What the kernel does not take is named (and the model's attention then runs SDPA).
+  const int arch = *archs.begin();
+  auto q = at::zeros({1, 4, 8, 64}, at::kHalf), k = at::zeros({1, 2, 16, 64}, at::kHalf);
+  auto kp = at::zeros({1, 2, 16}, at::kLong), qp = at::zeros({1, 8}, at::kLong);
+  EXPECT_ERROR_CONTAINS(
+      plan_cache_attention({q.to(at::kFloat), k.to(at::kFloat), k.to(at::kFloat), kp, qp}, 0.1,
+                           arch),
+      "no Triton cubin of cache_attention");
+  EXPECT_ERROR_CONTAINS(plan_cache_attention({q, k.to(at::kBFloat16), k, kp, qp}, 0.1, arch),
+                        "differ in dtype");
+  auto every_other = at::zeros({1, 2, 16, 128}, at::kHalf).slice(3, 0, 128, 2);  // D stride 2
+  EXPECT_ERROR_CONTAINS(plan_cache_attention({q, every_other, k, kp, qp}, 0.1, arch),
+                        "unit stride along D");
+  EXPECT_ERROR_CONTAINS(
+      plan_cache_attention({q, k, k, kp, at::zeros({1, 9}, at::kLong)}, 0.1, arch),
+      "shapes do not match");
+  EXPECT_ERROR_CONTAINS(
+      plan_cache_attention({at::zeros({1, 3, 8, 64}, at::kHalf), k, k, kp, qp}, 0.1, arch),
+      "shapes do not match");  // 3 query heads over 2 KV heads
 }
 
 // The launchers' loop bounds against counting every (query, key) pair.

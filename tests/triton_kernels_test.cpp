@@ -190,5 +190,41 @@ TEST(TritonKernels, CacheAppendIsWriteAtLengthsOnEveryBuffer) {
   }
 }
 
+// Chunked prefill's attention over a cache (kernels/triton/cache_attention.py) against softmax
+// attention over the same entries in double: each query reads the entries of its KV head up to
+// the head's length whose positions lie in [0, its position]. A query that sees nothing
+// (padding) gets zeros.
+TEST(TritonKernels, CacheAttentionIsSoftmaxOverEachHeadsVisibleEntries) {
+  RETAIN_SKIP_IF_TRITON_FIXTURE_SKIPPED();
+  const fs::path dir = fixture_dir("triton");
+  const Json cases = read_json_file(dir / "attention_cases.json");
+  ASSERT_EQ(cases.size(), 4u);
+  for (const auto& c : cases) {
+    const std::string name = c.at("name").get<std::string>();
+    SCOPED_TRACE(name);
+    auto file = SafetensorsFile::open(dir / ("attention_" + name + ".safetensors"));
+    auto get = [&](const char* key) { return file->tensor(key).clone(); };
+    const auto q = get("q").to(at::kDouble), keys = get("keys").to(at::kDouble),
+               values = get("values").to(at::kDouble);
+    const auto key_pos = get("reference_key_positions"), q_pos = get("q_positions");
+    const int64_t b = q.size(0), h = q.size(1), t = q.size(2), hk = keys.size(1);
+    const int64_t group = h / hk;
+    auto k_pos = key_pos.repeat_interleave(group, 1).unsqueeze(2);  // (B, H, 1, S)
+    auto visible = (k_pos >= 0).logical_and(k_pos <= q_pos.view({b, 1, t, 1}));
+    auto scores = at::matmul(q, keys.repeat_interleave(group, 1).transpose(-1, -2)) *
+                  c.at("scale").get<double>();
+    auto weights = at::softmax(scores.masked_fill(visible.logical_not(), -INFINITY), -1);
+    auto want = at::matmul(weights.nan_to_num(0), values.repeat_interleave(group, 1));
+    const bool fp16 = c.at("dtype").get<std::string>() == "float16";
+    expect_close(get("out"), want, fp16 ? 4e-3 : 2e-6, "out");
+    // The case has queries that see nothing (when padded) and heads that read a part only.
+    auto blind = visible.any(-1).logical_not();  // (B, H, T)
+    EXPECT_TRUE(at::equal(get("out").masked_select(blind.unsqueeze(-1)).abs().sum(),
+                          at::zeros({}, get("out").options())))
+        << "a query that sees nothing must get zeros";
+    EXPECT_GT(visible.sum().item<int64_t>(), 0);
+  }
+}
+
 }  // namespace
 }  // namespace retain

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Compile the Triton kernels ahead of time into cubins embedded in retain's binary: retention
-attention and the retention sum (retention_attention.py) and the cache append (cache_append.py).
+attention and the retention sum (retention_attention.py), the cache append (cache_append.py) and
+chunked prefill's attention over a cache (cache_attention.py).
 
 No GPU is needed: Triton's compiler API (not its CLI, which asks the driver for a target) lowers
 each kernel for a named target with the ptxas the triton wheel ships. One cubin per (kernel,
@@ -38,6 +39,7 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 import cache_append  # noqa: E402
+import cache_attention  # noqa: E402
 import retention_attention as kernels  # noqa: E402
 
 # Dynamic shared memory a block may opt into, per arch (CUDA programming guide, compute
@@ -56,6 +58,7 @@ KERNELS = {
     "retention_sum_fwd": (kernels.retention_sum_fwd, ("fp32",), (0,), False),
     "retention_sum_bwd": (kernels.retention_sum_bwd, ("fp32",), (0,), False),
     "cache_append": (cache_append.cache_append, ("bf16", "fp16", "fp32"), HEAD_DIMS, False),
+    "cache_attention": (cache_attention.cache_attention, ATTENTION_DTYPES, HEAD_DIMS, True),
 }
 
 SEARCH_SPACE = {
@@ -66,13 +69,14 @@ SEARCH_SPACE = {
     "retention_sum_fwd": dict(m=(64, 128), n=(0,), warps=(4, 8), stages=(1, 2)),
     "retention_sum_bwd": dict(m=(64, 128), n=(0,), warps=(4, 8), stages=(1, 2)),
     "cache_append": dict(m=(1, 4, 16), n=(0,), warps=(1, 2, 4), stages=(1,)),
+    "cache_attention": dict(m=(64, 128), n=(32, 64, 128), warps=(4, 8), stages=(2, 3)),
 }
 
 POINTERS_OF_THE_DTYPE = {"Q", "K", "V", "OUT", "DOUT", "DQ", "DK", "DV", "CACHE_K", "CACHE_V",
                          "NEW_K", "NEW_V"}
 POINTERS_FP32 = {"A", "LSE", "DELTA", "DA", "S", "DS", "CACHE_STAT", "NEW_STAT"}
 POINTERS_I32 = {"POS", "SEG", "KV_START", "Q_END", "START", "END"}
-POINTERS_I64 = {"CACHE_POS", "NEW_POS", "LENGTH"}
+POINTERS_I64 = {"CACHE_POS", "NEW_POS", "LENGTH", "KPOS", "QPOS"}
 CONSTEXPRS = {"D", "BLOCK_M", "BLOCK_N", "BLOCK", "BLOCK_T"}
 
 
