@@ -9,7 +9,7 @@ import cache_attention as kernels
 
 
 def attend(q, keys, values, key_positions, lengths, q_positions, scale, block_m=16, block_n=16,
-           warps=4):
+           warps=4, stages=2):
     """q (B, H, T, D); keys, values (B, Hk, S, D); key_positions (B, Hk or 1, S) int64; lengths
     (B, Hk) int64; q_positions (B, T) int64 -> out (B, H, T, D) in q's dtype."""
     b, h, t, d = q.shape
@@ -25,7 +25,7 @@ def attend(q, keys, values, key_positions, lengths, q_positions, scale, block_m=
         values.stride(0), values.stride(1), values.stride(2), key_positions.stride(0),
         head_stride, key_positions.stride(2), lengths.stride(0), lengths.stride(1),
         q_positions.stride(0), q_positions.stride(1), out.stride(0), out.stride(1), out.stride(2),
-        D=d, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps)
+        D=d, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps, num_stages=stages)
     return out
 
 

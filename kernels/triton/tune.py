@@ -8,7 +8,8 @@ without spills (largest tiles first, at most --top per kernel); each is timed wi
 triton.testing.do_bench on bf16 inputs of the training shapes (one document of --seq tokens,
 GQA --heads / --kv-heads). The forward kernel is timed alone; dK/dV and dQ each inside the whole
 backward pass with the other kernels fixed, so the differences are theirs. The cache append is
-timed at a decode step (one token per row, 32 rows, the lengths reset before each append).
+timed at a decode step (one token per row, 32 rows, the lengths reset before each append), the
+prefill attention over a cache at a later 512-token chunk over 8k entries (2 rows).
 
   python3 kernels/triton/tune.py --out OUT/configs.json [--seq 16384] [--top 8]
 """
@@ -26,6 +27,7 @@ import torch  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
 import cache_append_host  # noqa: E402
+import cache_attention_host  # noqa: E402
 import compile_cubins  # noqa: E402
 import retention_host as host  # noqa: E402
 
@@ -127,6 +129,19 @@ def main():
             cache_append_host.append(cache_k, cache_v, cache_pos, cache_stat, length, new_k, new_v,
                                      new_pos, new_stat, e["block_m"], e["num_warps"])
         pick("cache_append", d, run)
+
+    for d in compile_cubins.HEAD_DIMS:
+        rows, chunk, entries = 2, 512, 8192
+        q = torch.randn(rows, h, chunk, d, device="cuda", dtype=torch.bfloat16)
+        keys = torch.randn(rows, hk, entries, d, device="cuda", dtype=torch.bfloat16)
+        values = torch.randn_like(keys)
+        key_pos = torch.arange(entries, device="cuda").expand(rows, hk, entries).contiguous()
+        lengths = torch.full((rows, hk), entries, dtype=torch.int64, device="cuda")
+        q_pos = torch.arange(entries - chunk, entries, device="cuda").expand(rows, chunk)
+        q_pos = q_pos.contiguous()
+        pick("cache_attention", d, lambda e: cache_attention_host.attend(
+            q, keys, values, key_pos, lengths, q_pos, d ** -0.5, e["block_m"], e["block_n"],
+            e["num_warps"], e["num_stages"]))
 
     configs[f"sm_{arch}"] = chosen
     with open(args.out, "w") as f:
