@@ -344,6 +344,15 @@ void BudgetedKvCache::clear_row(int64_t row) {
   static_counts_.sync(storage_);
 }
 
+int64_t BudgetedKvCache::allocated_bytes() const {
+  int64_t bytes = 0;
+  for (int64_t li = 0; li < storage_.num_layers(); ++li) {
+    const CacheLayer& l = storage_.layer(li);
+    if (l.allocated()) bytes += l.keys.nbytes() + l.values.nbytes();
+  }
+  return bytes;
+}
+
 int64_t BudgetedKvCache::live_bytes() const {
   int64_t entries = 0;
   for (int64_t e : storage_.row_entries()) entries += e;

@@ -84,6 +84,8 @@ class BudgetedKvCache : public KvCache {
   bool load_row(int64_t row, const BudgetedKvCache& source);
   // Row `row` holds nothing; its steps until the next load are padding (position -1).
   void clear_row(int64_t row);
+  // Bytes of the key and value buffers as allocated (every slot of every row, live or not).
+  int64_t allocated_bytes() const;
 
   // Cuts back to the budget before the prompt's last token is read: per-head policies in each
   // layer once that token's entry is in (and the one-time policies have voted with it), so every

@@ -83,10 +83,21 @@ at::Tensor DecodeGraph::step(const at::Tensor& tokens, const at::Tensor& positio
       s.warmed_up = true;
     } else {
       if (!s.graph) {
-        s.graph = std::make_unique<at::cuda::CUDAGraph>();
-        s.graph->capture_begin();
-        s.logits = s.run_step();
-        s.graph->capture_end();
+        auto graph = std::make_unique<at::cuda::CUDAGraph>();
+        graph->capture_begin();
+        try {
+          s.logits = s.run_step();
+        } catch (...) {
+          // End the capture the failed step left open (the stream is unusable otherwise) and
+          // keep no half-captured graph: the next step captures again.
+          try {
+            graph->capture_end();
+          } catch (...) {
+          }
+          throw;
+        }
+        graph->capture_end();
+        s.graph = std::move(graph);
         ++s.captures;
       }
       s.graph->replay();  // capture records the step without running it
@@ -95,8 +106,14 @@ at::Tensor DecodeGraph::step(const at::Tensor& tokens, const at::Tensor& positio
     }
   }
   wait(caller, s.stream);
-  // Host-side bookkeeping and eviction, outside the graph; moved buffers mean a new capture.
-  if (s.cache.end_static_step()) s.graph.reset();
+  // Host-side bookkeeping and eviction, outside the graph; moved buffers mean a new capture. A
+  // failure part-way may have moved some: drop the graph either way.
+  try {
+    if (s.cache.end_static_step()) s.graph.reset();
+  } catch (...) {
+    s.graph.reset();
+    throw;
+  }
   return out;
 }
 

@@ -112,6 +112,28 @@ void ServeEngine::open_static_rows() {
            "eagerly");
 }
 
+void ServeEngine::reset_static_rows(const std::string& why) {
+  for (auto& a : running_)
+    if (a->row >= 0) {
+      a->row = -1;  // its row is gone with the rows: retire must not leave it
+      if (!a->done) retire(*a, "error", "static decode rows failed: " + why);
+    }
+  slots_.reset();
+  try {
+    c10::InferenceMode guard;
+    slots_ = std::make_unique<SlotBatch>(model_, *options_.slots, static_rows_, options_.chunk);
+    if (!why.empty()) log_warn("serve: static decode rows rebuilt after: ", why);
+  } catch (const std::exception& e) {
+    // Their bytes stay reserved (submit() checks against them from other threads).
+    log_warn("serve: static decode rows could not be rebuilt (", e.what(),
+             "); every request decodes eagerly from now on");
+  }
+}
+
+int64_t ServeEngine::static_rows_reserved() const {
+  return slots_ ? std::max(static_rows_bytes(), slots_->allocated_bytes()) : static_rows_bytes();
+}
+
 int64_t ServeEngine::reservation(const ServeRequest& r) const {
   const auto prompt = static_cast<int64_t>(r.prompt.size());
   const int64_t tokens = prompt + r.max_new_tokens;
@@ -222,9 +244,13 @@ void ServeEngine::iterate() {
     }
   decode_step();
   drop_finished();
+  // A dbtrimkv head that outgrew the rows widened a layer for every row; they shrink back once
+  // none holds a request.
+  if (slots_ && slots_->occupied() == 0 && slots_->allocated_bytes() > static_rows_bytes())
+    reset_static_rows("");
   // The figures /metrics reads. The caches' bytes cost a device read per request (a sync on a
   // GPU), so they are refreshed every 100 ms rather than every step; the rest is on the host.
-  int64_t reserved = static_rows_bytes();
+  int64_t reserved = static_rows_reserved();
   for (const auto& a : running_) reserved += a->reserved;
   const auto now = Clock::now();
   const bool read_caches = now - kv_read_ >= std::chrono::milliseconds(100);
@@ -254,7 +280,7 @@ void ServeEngine::iterate() {
 }
 
 void ServeEngine::admit() {
-  int64_t reserved = static_rows_bytes();
+  int64_t reserved = static_rows_reserved();
   for (const auto& a : running_) reserved += a->reserved;
   for (;;) {
     std::unique_ptr<Active> a;
@@ -339,7 +365,16 @@ void ServeEngine::try_join_rows(Active& a) {
     return;
   const auto* cache = dynamic_cast<const BudgetedKvCache*>(a.cache.get());
   if (cache == nullptr) return;
-  const int64_t row = slots_->join(*cache);
+  int64_t row = -1;
+  try {
+    row = slots_->join(*cache);
+  } catch (const std::exception& e) {
+    // A load that failed part-way leaves the rows untrustworthy; this request still has its own
+    // cache and decodes eagerly.
+    log_warn("serve: a request could not move into a static decode row: ", e.what());
+    reset_static_rows(e.what());
+    return;
+  }
   if (row < 0) return;  // every row is taken (rows limited by --kv-memory): decode eagerly
   // Its entries now live in the row, which the rows' up-front bytes already count.
   a.row = row;
@@ -389,8 +424,7 @@ void ServeEngine::decode_static(const std::vector<Active*>& requests) {
   } catch (const std::exception& e) {
     // The rows share one cache: a step that failed part-way leaves none of them trustworthy.
     log_warn("serve: a static decode step of ", requests.size(), " requests failed: ", e.what());
-    for (Active* a : requests)
-      if (!a->done) retire(*a, "error", e.what());
+    reset_static_rows(e.what());
   }
 }
 
@@ -450,18 +484,25 @@ void ServeEngine::take_token(Active& a, int64_t token) {
 
 void ServeEngine::retire(Active& a, const std::string& reason, const std::string& error) {
   a.done = true;
-  if (a.row >= 0) {
-    slots_->leave(a.row);
-    a.row = -1;
-  }
   a.handle->finish(reason, error);
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (reason == "cancelled")
-    ++stats_.requests_cancelled;
-  else if (reason == "error")
-    ++stats_.requests_failed;
-  else
-    ++stats_.requests_finished;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (reason == "cancelled")
+      ++stats_.requests_cancelled;
+    else if (reason == "error")
+      ++stats_.requests_failed;
+    else
+      ++stats_.requests_finished;
+  }
+  if (a.row >= 0) {
+    const int64_t row = a.row;
+    a.row = -1;
+    try {
+      slots_->leave(row);
+    } catch (const std::exception& e) {
+      reset_static_rows(str_cat("emptying row ", row, ": ", e.what()));
+    }
+  }
 }
 
 void ServeEngine::drop_finished() {

@@ -132,6 +132,12 @@ class ServeEngine {
   void iterate();
   void admit();
   void open_static_rows();
+  // Ends every request in a row (their entries are in the rows) with an error naming `why`, then
+  // allocates the rows anew: after a failed step or load, or to shrink rows a dbtrimkv head
+  // widened once none holds a request (`why` empty).
+  void reset_static_rows(const std::string& why);
+  // What the rows take of kv_memory now: their up-front bytes, or more once widened.
+  int64_t static_rows_reserved() const;
   void prefill_chunk(Active& a);
   void decode_step();
   void decode_static(const std::vector<Active*>& requests);
@@ -151,7 +157,7 @@ class ServeEngine {
   int64_t bytes_per_token_;  // K/V bytes of one token in every layer and KV head
   int64_t static_rows_ = 0, static_row_bytes_ = 0;
   std::string static_refused_;
-  std::unique_ptr<SlotBatch> slots_;  // allocated by the engine's thread
+  std::unique_ptr<SlotBatch> slots_;  // owned by the engine's thread once it runs
 
   mutable std::mutex mutex_;
   std::condition_variable work_;

@@ -50,8 +50,19 @@ int64_t SlotBatch::join(const BudgetedKvCache& cache) {
   const auto free = std::find(occupied_.begin(), occupied_.end(), false);
   if (free == occupied_.end()) return -1;
   const auto row = static_cast<int64_t>(free - occupied_.begin());
-  // A widened buffer is a new allocation: a captured step would still read the old one.
-  if (cache_->load_row(row, cache) && graph_) graph_->recapture();
+  // A widened buffer is a new allocation: a captured step would still read the old one. A load
+  // that failed part-way may have widened some: capture again either way (the row stays free).
+  bool moved = true;
+  try {
+    moved = cache_->load_row(row, cache);
+  } catch (...) {
+    if (graph_) graph_->recapture();
+    throw;
+  }
+  if (moved) {
+    ++reallocations_;
+    if (graph_) graph_->recapture();
+  }
   *free = true;
   return row;
 }
@@ -89,6 +100,8 @@ at::Tensor SlotBatch::step(const std::vector<int64_t>& tokens,
   cache_->end_static_step();
   return logits;
 }
+
+int64_t SlotBatch::allocated_bytes() const { return cache_->allocated_bytes(); }
 
 int64_t SlotBatch::live_bytes() const {
   const auto rows = cache_->row_bytes();

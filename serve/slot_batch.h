@@ -68,6 +68,11 @@ class SlotBatch {
   // The occupied rows' live and budget K/V bytes (one device read).
   int64_t live_bytes() const;
   int64_t budget_bytes() const;
+  // K/V bytes of the rows' buffers as allocated now: row_bytes x rows, or more once a dbtrimkv
+  // head widened a layer (for every row; rows never shrink: a new SlotBatch starts over).
+  int64_t allocated_bytes() const;
+  // How many joins reallocated buffers (each makes a captured step capture again).
+  int64_t reallocations() const { return reallocations_; }
   // "cuda-graph" or "static".
   std::string mode() const { return graph_ ? "cuda-graph" : "static"; }
   int64_t graph_captures() const { return graph_ ? graph_->captures() : 0; }
@@ -81,6 +86,7 @@ class SlotBatch {
   std::unique_ptr<BudgetedKvCache> cache_;
   std::unique_ptr<DecodeGraph> graph_;
   std::vector<bool> occupied_;
+  int64_t reallocations_ = 0;
 };
 
 }  // namespace retain

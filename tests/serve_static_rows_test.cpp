@@ -183,6 +183,38 @@ TEST(StaticRows, GraphRowsKeepWhatTheirOwnCachesKeep_CUDA) {
   GateBank gates(g, model.config(), at::kCUDA, 11);
   expect_rows_follow_alone(model, {"h2o:buffer=2", "snapkv:buffer=1", "dbtrimkv:buffer=2"}, &gates,
                            "cuda-graph", 1e-3);
+
+  // A request whose dbtrimkv head is wider than the rows joins after the step was captured: the
+  // rows widen, the step is captured again, and the new row decodes as its own cache does.
+  // (The CPU test's probe gates, copied to the GPU: they keep one head wide.)
+  c10::InferenceMode guard;
+  auto probe = probe_gates(model.config(), true);
+  GateBank wide_gates(probe->config(), model.config(), at::kCUDA, 0);
+  wide_gates.load(probe->named_parameters(), "the probe gates");
+  const PolicySpec spec = parse_policy("dbtrimkv:buffer=0");
+  const int64_t budget = 3, chunk = 2;
+  Alone narrow = decode_alone(model, spec, budget, ramp(5, 4), chunk, 4, &wide_gates);
+  Alone wide = decode_alone(model, spec, budget, ramp(5, 40), chunk, 1, &wide_gates);
+  SlotBatch rows(model, SlotPolicy{spec, static_cast<double>(budget), &wide_gates}, 2, chunk);
+  const int64_t first = rows.join(dynamic_cast<const BudgetedKvCache&>(*narrow.moved));
+  std::vector<int64_t> tokens(2, 0), positions(2, -1);
+  for (int64_t s = 0; s < 3; ++s) {  // an eager warm-up step, a capture, a replay
+    tokens[first] = narrow.tokens[s];
+    positions[first] = narrow.prompt + s;
+    rows.step(tokens, positions);
+  }
+  ASSERT_EQ(rows.graph_captures(), 1);
+  const int64_t second = rows.join(dynamic_cast<const BudgetedKvCache&>(*wide.moved));
+  ASSERT_EQ(rows.reallocations(), 1) << "the wide request did not widen the rows";
+  tokens[first] = narrow.tokens[3];
+  positions[first] = narrow.prompt + 3;
+  tokens[second] = wide.tokens[0];
+  positions[second] = wide.prompt;
+  const at::Tensor logits = rows.step(tokens, positions).to(at::kCPU);
+  EXPECT_EQ(rows.graph_captures(), 2);
+  EXPECT_TRUE(at::allclose(logits[second], wide.logits[0].to(at::kCPU), 1e-3, 1e-3));
+  EXPECT_TRUE(at::allclose(logits[first], narrow.logits[3].to(at::kCPU), 1e-3, 1e-3));
+  EXPECT_EQ(kept(rows.cache(), second, model.config()), wide.kept[0]);
 }
 
 std::vector<int64_t> generate_alone(const Decoder& model, const ServeRequest& r, int64_t chunk) {
@@ -256,6 +288,38 @@ TEST(StaticRows, EngineRequestsInRowsGenerateWhatTheyGenerateAlone) {
   EXPECT_EQ(stats.requests_finished, 6);
 }
 
+// dbtrimkv keeps a global budget, so one head may hold far more than budget + buffer + chunk
+// entries: a request with such a head widens the rows' buffers as it joins (for every row), which
+// a captured step must see (the join counts a reallocation: SlotBatch recaptures).
+TEST(StaticRows, AWideDbtrimkvHeadWidensTheRowsAsItJoins) {
+  c10::InferenceMode guard;
+  Decoder model = fixture_model();
+  auto gates = probe_gates(model.config(), true);
+  const PolicySpec spec = parse_policy("dbtrimkv:buffer=0");
+  const int64_t budget = 3, chunk = 2;
+  const std::vector<int64_t> prompt = ramp(5, 40);
+  Alone alone = decode_alone(model, spec, budget, prompt, chunk, 1, gates.get());
+  const auto& source = dynamic_cast<const BudgetedKvCache&>(*alone.moved);
+  int64_t widest = 0;
+  for (int64_t l = 0; l < model.config().num_layers; ++l)
+    widest = std::max(widest, source.lengths(l).max().item<int64_t>());
+  const int64_t capacity = budget + spec.buffer + chunk;
+  ASSERT_GT(widest, capacity) << "the fixture's gates no longer keep one head wide";
+  SlotBatch rows(model, SlotPolicy{spec, static_cast<double>(budget), gates.get()}, 2, chunk);
+  const SlotPolicy slots{spec, static_cast<double>(budget), gates.get()};
+  EXPECT_EQ(rows.allocated_bytes(), 2 * SlotBatch::row_bytes(model, slots, chunk));
+  const int64_t row = rows.join(source);
+  EXPECT_EQ(rows.reallocations(), 1);
+  EXPECT_GT(rows.allocated_bytes(), 2 * SlotBatch::row_bytes(model, slots, chunk));
+  // The widened row still decodes as the request alone.
+  std::vector<int64_t> tokens(2, 0), positions(2, -1);
+  tokens[row] = alone.tokens[0];
+  positions[row] = alone.prompt;
+  const at::Tensor logits = rows.step(tokens, positions);
+  EXPECT_TRUE(at::allclose(logits[row], alone.logits[0], 1e-4, 1e-4));
+  EXPECT_EQ(kept(rows.cache(), row, model.config()), alone.kept[0]);
+}
+
 TEST(StaticRows, WhatCannotShareRowsIsRefusedWithTheReason) {
   c10::InferenceMode guard;
   Decoder model = fixture_model();
@@ -282,6 +346,15 @@ TEST(StaticRows, WhatCannotShareRowsIsRefusedWithTheReason) {
                         "budget 5 cannot move into rows of budget 4");
   EXPECT_ERROR_CONTAINS(rows.leave(0), "row 0 is not occupied");
   EXPECT_EQ(rows.occupied(), 0);
+  // Every row taken: the next request finds none (and decodes eagerly in the engine).
+  auto same = make_kv_cache(model.config(), parse_policy("knorm:buffer=1"), 4, 9, 4, {});
+  read_prompt(model, *same, ramp(5, 9), 4);
+  const auto& moved = dynamic_cast<const BudgetedKvCache&>(*same);
+  EXPECT_EQ(rows.join(moved), 0);
+  EXPECT_EQ(rows.join(moved), 1);
+  EXPECT_EQ(rows.join(moved), -1);
+  EXPECT_EQ(rows.occupied(), 2);
+  EXPECT_EQ(rows.reallocations(), 0);
 
   // The engine: automatic static decode needs CUDA graphs; rows limited to half of --kv-memory.
   EngineOptions options;
