@@ -11,8 +11,6 @@ namespace retain {
 
 namespace {
 
-bool aligned16(const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; }
-
 // What the kernel assumes of the tensors' layouts, beyond the cubin's dtype and head dim.
 std::string layout_problem(const CacheAppendTensors& t) {
   const at::Tensor& k = t.keys;
@@ -32,21 +30,15 @@ std::string layout_problem(const CacheAppendTensors& t) {
       t.stat.scalar_type() != at::kFloat)
     return "the cache's positions and lengths are not int64 or its statistic not fp32";
   for (const at::Tensor* x : {&k, &t.values, &t.positions, &t.stat, &t.lengths})
-    if (!x->is_contiguous() || !aligned16(*x))
+    if (!x->is_contiguous() || !triton_aligned(*x))
       return "a cache buffer is not contiguous and 16-byte aligned";
   for (const at::Tensor* x : {&t.new_keys, &t.new_values})
-    if (x->stride(3) != 1 || !aligned16(*x))
+    if (x->stride(3) != 1 || !triton_aligned(*x))
       return "new keys or values lack unit stride along D or a 16-byte aligned start";
   if (t.new_keys.size(2) > kFusedAppendMaxTokens)
     return str_cat(t.new_keys.size(2), " new tokens (the fused append takes up to ",
                    kFusedAppendMaxTokens, ")");
   return "";
-}
-
-// The tensor itself when the kernel can read it through its strides (unit last stride, aligned
-// start); otherwise a contiguous copy.
-at::Tensor readable(const at::Tensor& t) {
-  return t.stride(-1) == 1 && aligned16(t) ? t : t.contiguous().clone();
 }
 
 const TritonCubin* cubin_for(const at::Tensor& keys, int arch) {
@@ -101,8 +93,8 @@ TritonPlan plan_cache_append(const CacheAppendTensors& t, int arch) {
   RETAIN_CHECK(cubin != nullptr, "no Triton cubin of cache_append for sm_", arch, ", ",
                t.keys.scalar_type(), ", head dim ", t.keys.size(3));
   // No-ops for the int64 positions and fp32 statistic a decode step makes.
-  const at::Tensor pos = readable(t.new_positions.to(at::kLong));
-  const at::Tensor stat = readable(t.new_stat.to(at::kFloat));
+  const at::Tensor pos = triton_readable(t.new_positions.to(at::kLong));
+  const at::Tensor stat = triton_readable(t.new_stat.to(at::kFloat));
   const int64_t b = t.keys.size(0), hk = t.keys.size(1);
   TritonPlan plan;
   auto& args = plan.add(*cubin, b * hk, 1);

@@ -11,8 +11,6 @@ namespace retain {
 
 namespace {
 
-bool aligned16(const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; }
-
 // What the kernel assumes of the tensors' layouts, beyond the cubin's dtype and head dim.
 std::string layout_problem(const CacheAttentionTensors& t) {
   const at::Tensor &q = t.q, &k = t.keys;
@@ -28,16 +26,10 @@ std::string layout_problem(const CacheAttentionTensors& t) {
   if (k.scalar_type() != q.scalar_type() || t.values.scalar_type() != q.scalar_type())
     return "queries, keys and values differ in dtype";
   for (const at::Tensor* x : {&q, &k, &t.values})
-    if (x->stride(3) != 1 || !aligned16(*x))
+    if (x->stride(3) != 1 || !triton_aligned(*x))
       return "queries, keys or values lack unit stride along D or a 16-byte aligned start";
   if (q.size(2) * q.size(0) * q.size(1) == 0) return "no query";
   return "";
-}
-
-// The positions as the kernel reads them: int64 with an aligned start (a copy otherwise).
-at::Tensor readable_positions(const at::Tensor& t) {
-  at::Tensor out = t.to(at::kLong);
-  return aligned16(out) && out.stride(-1) == 1 ? out : out.contiguous().clone();
 }
 
 const TritonCubin* cubin_for(const at::Tensor& q, int arch) {
@@ -88,8 +80,8 @@ TritonPlan plan_cache_attention(const CacheAttentionTensors& t, double scale, in
                t.q.scalar_type(), ", head dim ", t.q.size(3));
   const at::Tensor &q = t.q, &k = t.keys, &v = t.values;
   const int64_t b = q.size(0), h = q.size(1), n = q.size(2), hk = k.size(1), s = k.size(2);
-  const at::Tensor key_pos = readable_positions(t.key_positions);
-  const at::Tensor q_pos = readable_positions(t.q_positions);
+  const at::Tensor key_pos = triton_readable(t.key_positions.to(at::kLong));
+  const at::Tensor q_pos = triton_readable(t.q_positions.to(at::kLong));
   // Every head reads all S entries (empty slots carry position -1): one length for all, read
   // through zero strides.
   const at::Tensor lengths = at::full({1, 1}, s, q.options().dtype(at::kLong));

@@ -41,6 +41,14 @@ const TritonCubin* find_triton_cubin(const std::string& kernel, int device_arch,
   return nullptr;
 }
 
+bool triton_aligned(const at::Tensor& t) {
+  return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+}
+
+at::Tensor triton_readable(const at::Tensor& t) {
+  return t.stride(-1) == 1 && triton_aligned(t) ? t : t.contiguous().clone();
+}
+
 TritonArgs& TritonArgs::tensor(const at::Tensor& t, const char* name) {
   RETAIN_CHECK(t.is_contiguous(), "Triton kernels: ", name, " must be contiguous");
   return pointer(t, name);

@@ -26,6 +26,12 @@ bool triton_arch_runs_on(int cubin_arch, int device_arch);
 // "i64" ("?" for any other).
 const char* triton_type(at::ScalarType t);
 
+// Whether t's data starts 16-byte aligned, as the cubins are compiled assuming of every pointer.
+bool triton_aligned(const at::Tensor& t);
+// t itself when a cubin can read it through its strides (unit stride along the last dimension,
+// an aligned start); otherwise a contiguous copy (which the plan holds until its launch).
+at::Tensor triton_readable(const at::Tensor& t);
+
 // The cubin of `kernel` for a device of `device_arch`, `dtype` ("bf16", "fp16", "fp32") and
 // head dim (0 for the sums), or nullptr.
 const TritonCubin* find_triton_cubin(const std::string& kernel, int device_arch,
