@@ -238,7 +238,8 @@ void register_score(CLI::App* eval, Commands& commands) {
   auto o = std::make_shared<ScoreCommandOptions>();
   auto* cmd =
       eval->add_subcommand("score", "recompute scores from a predictions.jsonl, without a model");
-  cmd->add_option("--benchmark", o->benchmark, "longbench | longbench-v2 | mmmu | mmstar | math")
+  cmd->add_option("--benchmark", o->benchmark,
+                  "longbench | longbench-v2 | mmmu | mmstar | math | ruler")
       ->required();
   cmd->add_option("--predictions", o->predictions, "predictions.jsonl")->required();
   cmd->add_flag("--e", o->e, "LongBench-E length buckets");

@@ -6,6 +6,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "eval/benchmarks/scoring.h"
+#include "eval/bootstrap.h"
 #include "eval/plot.h"
 #include "eval/scores.h"
 
@@ -67,6 +68,7 @@ int run_score_command(const ScoreCommandOptions& o) {
   if (scoring.order)
     for (auto& g : groups) scoring.order(g.records);
   std::vector<ScoreRow> rows;
+  std::vector<std::vector<ScoredUnit>> units;  // per row, where the benchmark scores shares
   for (const auto& g : groups) {
     auto where = [&](size_t i) {
       return str_cat(o.predictions, ":", g.records[i]["__line"].get<int64_t>());
@@ -74,7 +76,13 @@ int run_score_command(const ScoreCommandOptions& o) {
     std::optional<double> budget;
     if (g.budget.is_number()) budget = g.budget.get<double>();
     rows.push_back(score_row(g.policy, budget, scoring.metrics(g.records, o.e, where)));
+    units.emplace_back();
+    if (scoring.unit_score)
+      for (size_t i = 0; i < g.records.size(); ++i)
+        if (auto unit = scoring.unit_score(g.records[i], where(i)))
+          units.back().push_back(std::move(*unit));
   }
+  if (scoring.unit_score) add_bootstrap_intervals(rows, units, scoring.bootstrap_metrics);
   fs::path out = o.out.empty() ? fs::path(o.predictions).parent_path() : fs::path(o.out);
   if (out.empty()) out = ".";
   write_scores(out, o.benchmark, rows);

@@ -1,5 +1,5 @@
-// `retain eval score --benchmark longbench|longbench-v2|mmmu|mmstar|math --predictions FILE [--e]
-// [--out DIR]`:
+// `retain eval score --benchmark longbench|longbench-v2|mmmu|mmstar|math|ruler --predictions FILE
+// [--e] [--out DIR]`:
 // recomputes scores from a predictions.jsonl without a model, in the shared scores schema, with
 // the aggregation the sweeps use; each benchmark's part is its entry in
 // eval/benchmarks/scoring.h.
@@ -17,6 +17,10 @@
 //                  (mmstar_metrics)
 //   math:          retain's eval math records {id, sample, math_benchmark, gold, response,
 //                  new_tokens, truncated[, policy, budget]}, graded anew (math_metrics)
+//   ruler:         retain's eval ruler records {id, task, length, score[, policy, budget,
+//                  peak_kv_bytes, max_attended_entries]}; the sweep's metrics, "ruler" and "niah"
+//                  with stratified-bootstrap 95% intervals and, beside the full cache, paired
+//                  differences to it (eval/bootstrap.h)
 #pragma once
 
 #include <string>

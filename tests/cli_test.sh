@@ -90,7 +90,34 @@ lb = list(csv.reader(open(d + "/leaderboard.csv")))
 assert lb[0][:6] == ["dataset", "data_dir", "model", "method", "compression_ratio", "score"], lb[0]
 assert [r[3] for r in lb[1:]] == ["full", "snapkv", "expected_attention:alloc=adakv"], lb
 assert lb[1][4] == "0.00" and lb[2][4] == "0.50" and lb[1][1] == "1024", lb
-print("ok   eval ruler: per-task scores, their mean and leaderboard.csv")
+# "niah": the needle tasks' mean; "ruler" and "niah" carry bootstrap intervals holding them, and
+# every budgeted row its paired difference to the full cache, the same units' scores subtracted.
+for r in rows:
+    m, iv = r["metrics"], r["intervals"]
+    assert abs(m["niah"] - (m["niah_single_1"] + m["niah_multivalue"]) / 2) < 0.01, m
+    for k in ["ruler", "niah"]:
+        assert iv[k][0] - 0.01 <= m[k] <= iv[k][1] + 0.01, (k, m, iv)
+full = rows[0]["metrics"]
+assert "niah_vs_full" not in full, full
+for r in rows[1:]:
+    m, iv = r["metrics"], r["intervals"]
+    for k in ["ruler", "niah"]:
+        assert abs(m[k + "_vs_full"] - (m[k] - full[k])) < 0.02, (k, m, full)
+        assert iv[k + "_vs_full"][0] - 1e-9 <= m[k + "_vs_full"] <= iv[k + "_vs_full"][1] + 1e-9, (k, iv)
+print("ok   eval ruler: per-task scores, their mean, intervals and leaderboard.csv")
+PY
+# eval score gives the sweep's metrics and intervals again from predictions.jsonl alone.
+check eval-score-ruler "$retain" eval score --benchmark ruler --predictions "$work/ruler/predictions.jsonl" --out "$work/ruler-rescored"
+python3 - "$work/ruler" "$work/ruler-rescored" <<'PY' || failures=$((failures + 1))
+import json, sys
+sweep, again = (json.load(open(d + "/scores.json"))["results"] for d in sys.argv[1:])
+assert [(r["policy"], r["budget"]) for r in sweep] == [(r["policy"], r["budget"]) for r in again]
+for a, b in zip(sweep, again):
+    # Sums in the file's order may round apart from the sweep's in the last place.
+    assert a["metrics"].keys() == b["metrics"].keys(), (a["metrics"], b["metrics"])
+    assert all(abs(a["metrics"][k] - b["metrics"][k]) <= 1e-9 * max(1, abs(a["metrics"][k])) for k in a["metrics"]), (a, b)
+    assert a["intervals"] == b["intervals"], (a["intervals"], b["intervals"])
+print("ok   eval score --benchmark ruler: the sweep's metrics and intervals")
 PY
 check_error ruler-qa-without-data "--tasks qa_1 needs --squad" "$retain" eval ruler --model "$model" --tasks qa_1 --out "$work/rulerx"
 check_error ruler-bad-length "--lengths: expected token counts like 4096,8192, found '4k'" "$retain" eval ruler --model "$model" --lengths 4k --out "$work/rulerx"

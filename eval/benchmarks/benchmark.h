@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/json.h"
+#include "eval/bootstrap.h"
 #include "eval/plot.h"
 #include "eval/policies/policy_registry.h"
 #include "eval/sweep.h"
@@ -123,6 +124,14 @@ class Benchmark {
   // Newcombe's 95% interval (eval/scores.h): most units agree, so it is far narrower than the two
   // scores' own intervals and says whether a gap is one. nullopt: no pairing.
   virtual std::optional<bool> unit_correct(const Json& /*record*/) const { return std::nullopt; }
+  // Where a unit scores a share in [0, 1] instead (RULER: the needles of a prompt found): this
+  // record's unit (key, stratum, score), and the headline metrics the sweep then gives a
+  // stratified-bootstrap 95% interval and, beside a full cache, a paired "<metric>_vs_full" with
+  // its interval (eval/bootstrap.h). nullopt / empty: none.
+  virtual std::optional<ScoredUnit> unit_score(const Json& /*record*/) const {
+    return std::nullopt;
+  }
+  virtual std::vector<BootstrapMetric> bootstrap_metrics() const { return {}; }
 };
 
 int run_sweep(Benchmark& benchmark, const SweepSettings& settings);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "core/config.h"
@@ -11,6 +12,8 @@
 #include "core/log.h"
 #include "data/ruler.h"
 #include "eval/benchmarks/benchmark.h"
+#include "eval/benchmarks/scoring.h"
+#include "eval/bootstrap.h"
 #include "eval/metrics.h"
 #include "model/chat_template.h"
 #include "model/tokenizers/tokenizer.h"
@@ -40,6 +43,72 @@ std::string csv_field(const std::string& s) {
   std::string out = "\"";
   for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
   return out + "\"";
+}
+
+// The needle-in-a-haystack tasks, whose mean is the "niah" headline.
+bool is_niah(const std::string& task) { return task.rfind("niah", 0) == 0; }
+
+// A record's unit for the bootstrap (eval/bootstrap.h): its prompt, stratified by task and length.
+ScoredUnit ruler_unit(const Json& record, const std::string& where) {
+  const std::string at = where.empty() ? std::string("a RULER record") : where;
+  return {json_get<std::string>(record, "id", at),
+          str_cat(json_get<std::string>(record, "task", at), "@",
+                  json_get<int64_t>(record, "length", at)),
+          json_get<double>(record, "score", at)};
+}
+
+// "ruler" over every task and "niah" over the needle tasks, each the mean of its strata.
+std::vector<BootstrapMetric> ruler_bootstrap_metrics() {
+  return {{"ruler", [](const std::string&) { return true; }},
+          {"niah", [](const std::string& stratum) { return is_niah(stratum); }}};
+}
+
+// A cell's metrics: per (task, length) the mean score x 100 (RULER's round to 2 decimals); a
+// task's score is its mean over the lengths, a length's the mean over its tasks, "ruler" the mean
+// over all tasks and "niah" over the needle tasks (the issue's and TrimKV's headline; without
+// vt's chains). `per_length` adds each length's and each (task, length)'s.
+Json ruler_metrics(const std::vector<Json>& records, bool per_length, const RecordWhere& where) {
+  std::map<std::pair<std::string, int64_t>, std::pair<double, int64_t>> cells;
+  double peak = 0;
+  int64_t max_attended = -1;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const Json& r = records[i];
+    const std::string at = where(i).empty() ? std::string("a RULER record") : where(i);
+    auto& [sum, n] =
+        cells[{json_get<std::string>(r, "task", at), json_get<int64_t>(r, "length", at)}];
+    sum += json_get<double>(r, "score", at);
+    n += 1;
+    peak += r.value("peak_kv_bytes", 0.0);
+    max_attended = std::max(max_attended, r.value("max_attended_entries", int64_t{-1}));
+  }
+  Json metrics = Json::object();
+  std::map<std::string, std::vector<double>> per_task;
+  std::map<int64_t, std::vector<double>> per_length_scores;
+  for (const auto& [key, sn] : cells) {
+    const double score = python_round(100.0 * sn.first / static_cast<double>(sn.second), 2);
+    per_task[key.first].push_back(score);
+    per_length_scores[key.second].push_back(score);
+    if (per_length) metrics[str_cat(key.first, "@", key.second)] = score;
+  }
+  auto mean = [](const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return v.empty() ? 0.0 : s / static_cast<double>(v.size());
+  };
+  std::vector<double> task_scores, niah_scores;
+  for (const auto& [task, scores] : per_task) {
+    metrics[task] = python_round(mean(scores), 2);
+    task_scores.push_back(mean(scores));
+    if (is_niah(task)) niah_scores.push_back(mean(scores));
+  }
+  if (per_length)
+    for (const auto& [length, scores] : per_length_scores)
+      metrics[str_cat("ruler@", length)] = python_round(mean(scores), 2);
+  metrics["ruler"] = python_round(mean(task_scores), 2);
+  if (!niah_scores.empty()) metrics["niah"] = python_round(mean(niah_scores), 2);
+  metrics["peak_kv_bytes"] = records.empty() ? 0.0 : peak / static_cast<double>(records.size());
+  metrics["max_attended_entries"] = max_attended;
+  return metrics;
 }
 
 class RulerBenchmark final : public Benchmark {
@@ -152,44 +221,14 @@ class RulerBenchmark final : public Benchmark {
   }
 
   Json aggregate(const std::vector<Json>& records) const override {
-    // Per (task, length) the mean score x 100 (RULER's round to 2 decimals); a task's score is
-    // its mean over the lengths, a length's the mean over its tasks, "ruler" the mean over all.
-    std::map<std::pair<std::string, int64_t>, std::pair<double, int64_t>> cells;
-    double peak = 0;
-    int64_t max_attended = -1;
-    for (const auto& r : records) {
-      auto& [sum, n] = cells[{r.at("task").get<std::string>(), r.at("length").get<int64_t>()}];
-      sum += r.at("score").get<double>();
-      n += 1;
-      peak += r.at("peak_kv_bytes").get<double>();
-      max_attended = std::max(max_attended, r.value("max_attended_entries", int64_t{-1}));
-    }
-    Json metrics = Json::object();
-    std::map<std::string, std::vector<double>> per_task;
-    std::map<int64_t, std::vector<double>> per_length;
-    for (const auto& [key, sn] : cells) {
-      const double score = python_round(100.0 * sn.first / static_cast<double>(sn.second), 2);
-      per_task[key.first].push_back(score);
-      per_length[key.second].push_back(score);
-      if (o_.lengths.size() > 1) metrics[str_cat(key.first, "@", key.second)] = score;
-    }
-    auto mean = [](const std::vector<double>& v) {
-      double s = 0;
-      for (double x : v) s += x;
-      return v.empty() ? 0.0 : s / static_cast<double>(v.size());
-    };
-    std::vector<double> task_scores;
-    for (const auto& [task, scores] : per_task) {
-      metrics[task] = python_round(mean(scores), 2);
-      task_scores.push_back(mean(scores));
-    }
-    if (o_.lengths.size() > 1)
-      for (const auto& [length, scores] : per_length)
-        metrics[str_cat("ruler@", length)] = python_round(mean(scores), 2);
-    metrics["ruler"] = python_round(mean(task_scores), 2);
-    metrics["peak_kv_bytes"] = records.empty() ? 0.0 : peak / static_cast<double>(records.size());
-    metrics["max_attended_entries"] = max_attended;
-    return metrics;
+    return ruler_metrics(records, o_.lengths.size() > 1, [](size_t) { return std::string(); });
+  }
+
+  std::optional<ScoredUnit> unit_score(const Json& record) const override {
+    return ruler_unit(record, "");
+  }
+  std::vector<BootstrapMetric> bootstrap_metrics() const override {
+    return ruler_bootstrap_metrics();
   }
 
   PlotSpec plot() const override {
@@ -199,6 +238,12 @@ class RulerBenchmark final : public Benchmark {
   }
   std::vector<std::string> table_columns() const override {
     std::vector<std::string> columns = {"ruler"};
+    // The paired difference to the full cache of the needle tasks (where there are any), the
+    // headline the sweep's interval is for.
+    if (std::any_of(tasks_.begin(), tasks_.end(), is_niah))
+      columns.insert(columns.end(), {"niah", "niah_vs_full"});
+    else
+      columns.push_back("ruler_vs_full");
     if (o_.lengths.size() > 1)
       for (int64_t length : o_.lengths) columns.push_back(str_cat("ruler@", length));
     for (const auto& task : tasks_) columns.push_back(task);
@@ -270,6 +315,37 @@ void write_leaderboard(const fs::path& out, const RulerEvalOptions& o,
 }
 
 }  // namespace
+
+BenchmarkScoring ruler_scoring() {
+  BenchmarkScoring s;
+  s.name = "ruler";
+  s.metrics = [](const std::vector<Json>& records, bool, const RecordWhere& where) {
+    std::set<int64_t> lengths;
+    for (size_t i = 0; i < records.size(); ++i)
+      lengths.insert(json_get<int64_t>(records[i], "length", where(i)));
+    return ruler_metrics(records, lengths.size() > 1, where);
+  };
+  s.unit_score = [](const Json& record, const std::string& where) {
+    return std::optional<ScoredUnit>(ruler_unit(record, where));
+  };
+  s.bootstrap_metrics = ruler_bootstrap_metrics();
+  s.figure = [](const std::vector<ScoreRow>& rows, PlotSpec& plot,
+                std::vector<std::string>& columns) {
+    plot = {"RULER", "score", {{"ruler", "mean of the tasks"}}, "peak_kv_bytes"};
+    const auto& tasks = ruler_task_names();
+    add_metric_panels(rows, plot, [&](const std::string& metric) {
+      return std::find(tasks.begin(), tasks.end(), metric) != tasks.end();
+    });
+    columns = {"ruler"};
+    if (rows.front().metrics.contains("niah"))
+      columns.insert(columns.end(), {"niah", "niah_vs_full"});
+    else
+      columns.push_back("ruler_vs_full");
+    for (size_t p = 1; p < plot.panels.size(); ++p) columns.push_back(plot.panels[p].metric);
+    columns.push_back("max_attended_entries");
+  };
+  return s;
+}
 
 int run_ruler_eval(const RulerEvalOptions& o) {
   RulerBenchmark benchmark(o);

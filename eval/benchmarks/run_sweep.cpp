@@ -291,6 +291,14 @@ std::optional<std::vector<bool>> unit_outcomes(const Benchmark& benchmark,
   return right;
 }
 
+// Each unit's share-valued score where the benchmark has one (empty otherwise).
+std::vector<ScoredUnit> scored_units(const Benchmark& benchmark, const std::vector<Json>& records) {
+  std::vector<ScoredUnit> units;
+  for (const auto& record : records)
+    if (auto unit = benchmark.unit_score(record)) units.push_back(std::move(*unit));
+  return units;
+}
+
 }  // namespace
 
 int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
@@ -458,17 +466,20 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
 
   std::vector<ScoreRow> rows;
   std::vector<std::optional<std::vector<bool>>> outcomes;  // per row: unit_correct of each unit
+  std::vector<std::vector<ScoredUnit>> shares;             // per row: unit_score of each unit
   for (auto& g : groups)
     for (size_t k = 0; k < g->n; ++k) {
       std::vector<Json> cell_records;
       for (auto& r : g->records[k]) cell_records.push_back(std::move(*r));
       outcomes.push_back(unit_outcomes(benchmark, cell_records));
+      shares.push_back(scored_units(benchmark, cell_records));
       rows.push_back(score_row(cells[g->first + k].policy, cells[g->first + k].budget,
                                benchmark.aggregate(cell_records)));
     }
   if (m.world) m.world->shutdown();  // rank 0 hosts the store: it waits for the others
   if (!leader) return 0;
   add_differences_to_full(rows, outcomes, benchmark.plot().panels.front().metric);
+  add_bootstrap_intervals(rows, shares, benchmark.bootstrap_metrics());
   bar->finish();
   const double rate =
       generation_seconds > 0 ? static_cast<double>(generated) / generation_seconds : 0.0;

@@ -5,9 +5,9 @@
 namespace retain {
 
 const std::vector<BenchmarkScoring>& scoring_registry() {
-  static const std::vector<BenchmarkScoring> registry = {longbench_scoring(),
-                                                         longbench_v2_scoring(), mmmu_scoring(),
-                                                         mmstar_scoring(), math_scoring()};
+  static const std::vector<BenchmarkScoring> registry = {
+      longbench_scoring(), longbench_v2_scoring(), mmmu_scoring(),
+      mmstar_scoring(),    math_scoring(),         ruler_scoring()};
   return registry;
 }
 

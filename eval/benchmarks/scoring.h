@@ -5,10 +5,12 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/json.h"
+#include "eval/bootstrap.h"
 #include "eval/plot.h"
 #include "eval/scores.h"
 
@@ -29,6 +31,10 @@ struct BenchmarkScoring {
   std::function<void(std::vector<Json>& records)> order;
   // A group's metrics (an "intervals" object, if any, goes to the row's intervals).
   std::function<Json(const std::vector<Json>& records, bool e, const RecordWhere& where)> metrics;
+  // Where units score a share in [0, 1]: a record's unit, and the metrics given stratified-
+  // bootstrap intervals and paired differences to the full cache (eval/bootstrap.h). Optional.
+  std::function<std::optional<ScoredUnit>(const Json& record, const std::string& where)> unit_score;
+  std::vector<BootstrapMetric> bootstrap_metrics;
   // The figure's panels and the table's columns for these rows (empty columns: every metric).
   std::function<void(const std::vector<ScoreRow>& rows, PlotSpec& plot,
                      std::vector<std::string>& columns)>
@@ -46,6 +52,7 @@ BenchmarkScoring longbench_v2_scoring();
 BenchmarkScoring mmmu_scoring();
 BenchmarkScoring mmstar_scoring();
 BenchmarkScoring math_scoring();
+BenchmarkScoring ruler_scoring();
 
 // A panel for each numeric metric of the first row whose name `panel` accepts (after the
 // headline panel already in `plot`).
