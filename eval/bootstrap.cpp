@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "core/log.h"
 
 namespace retain {
 
@@ -130,9 +131,11 @@ void add_bootstrap_intervals(std::vector<ScoreRow>& rows,
         ++paired;
         return u.score - found->second->score;
       });
-      RETAIN_CHECK(paired == full_units, rows[r].policy, ": ", paired, " units of ", metric.name,
-                   " against the full cache's ", full_units,
-                   "; a paired difference needs the same units");
+      // Fewer units than the full cache: a sweep that was stopped, re-scored by `eval score`.
+      if (paired < full_units)
+        log_warn(rows[r].policy, " at ", rows[r].budget ? str_cat(*rows[r].budget) : "-", ": ",
+                 metric.name, "_vs_full is over its ", paired, " units, of the full cache's ",
+                 full_units);
       const BootstrapEstimate d = stratified_bootstrap_percent(difference, settings);
       const std::string name = metric.name + "_vs_full";
       rows[r].metrics[name] = d.mean;

@@ -57,9 +57,10 @@ BootstrapEstimate stratified_bootstrap_percent(const std::vector<std::vector<dou
 // For every row with units and every metric whose strata it has: intervals[name] (metrics[name]
 // too where the aggregate has not written it: the estimate's mean); then, where a row of policy "full" has units, every other row's
 // name + "_vs_full" (this row minus the full cache over the same units, resampled together) and
-// its interval. units[r]: row r's units (empty: the row gets nothing). A row whose units are not
-// the full cache's (a key missing on either side, or in another stratum) is an error naming the
-// key: a paired difference over other prompts would mean nothing.
+// its interval. units[r]: row r's units (empty: the row gets nothing). A unit the full cache has
+// not scored, or scored in another stratum, is an error naming it: a paired difference over other
+// prompts would mean nothing. A row with fewer units (a stopped sweep) is paired over those, with
+// a warning.
 void add_bootstrap_intervals(std::vector<ScoreRow>& rows,
                              const std::vector<std::vector<ScoredUnit>>& units,
                              const std::vector<BootstrapMetric>& metrics,
