@@ -50,11 +50,10 @@ bool is_niah(const std::string& task) { return task.rfind("niah", 0) == 0; }
 
 // A record's unit for the bootstrap (eval/bootstrap.h): its prompt, stratified by task and length.
 ScoredUnit ruler_unit(const Json& record, const std::string& where) {
-  const std::string at = where.empty() ? std::string("a RULER record") : where;
-  return {json_get<std::string>(record, "id", at),
-          str_cat(json_get<std::string>(record, "task", at), "@",
-                  json_get<int64_t>(record, "length", at)),
-          json_get<double>(record, "score", at)};
+  return {json_get<std::string>(record, "id", where),
+          str_cat(json_get<std::string>(record, "task", where), "@",
+                  json_get<int64_t>(record, "length", where)),
+          json_get<double>(record, "score", where)};
 }
 
 // "ruler" over every task and "niah" over the needle tasks, each the mean of its strata.
@@ -73,7 +72,7 @@ Json ruler_metrics(const std::vector<Json>& records, bool per_length, const Reco
   int64_t max_attended = -1;
   for (size_t i = 0; i < records.size(); ++i) {
     const Json& r = records[i];
-    const std::string at = where(i).empty() ? std::string("a RULER record") : where(i);
+    const std::string at = where(i);
     auto& [sum, n] =
         cells[{json_get<std::string>(r, "task", at), json_get<int64_t>(r, "length", at)}];
     sum += json_get<double>(r, "score", at);
@@ -221,11 +220,12 @@ class RulerBenchmark final : public Benchmark {
   }
 
   Json aggregate(const std::vector<Json>& records) const override {
-    return ruler_metrics(records, o_.lengths.size() > 1, [](size_t) { return std::string(); });
+    return ruler_metrics(records, o_.lengths.size() > 1,
+                         [](size_t) { return std::string("a RULER record"); });
   }
 
   std::optional<ScoredUnit> unit_score(const Json& record) const override {
-    return ruler_unit(record, "");
+    return ruler_unit(record, "a RULER record");
   }
   std::vector<BootstrapMetric> bootstrap_metrics() const override {
     return ruler_bootstrap_metrics();
