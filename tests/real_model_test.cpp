@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "checkpoints/gate_file.h"
+#include "checkpoints/scorer_file.h"
 #include "core/json.h"
 #include "core/safetensors.h"
 #include "core/sha256.h"
@@ -207,6 +208,38 @@ TEST_F(RealModel, CommittedGatesLoadAndHoldTheirGlobalBudget) {
       for (int64_t p : cache.live_positions(l, 0, h))
         older_than_window += p >= 8 && p < n - 2 * (budget + buffer);  // not a sink, not recent
   EXPECT_GT(older_than_window, heads) << "of " << heads * (budget + buffer + 1);
+}
+
+// The learned competitors `make demo-real` evaluates beside the gates (recipes/smollm2/gates,
+// trained by recipes/smollm2/locret.yaml and kvzap.yaml; their sums are checked above): each loads
+// onto this model as its own kind, and a generation under it keeps at most the budget per KV head
+// after every token while keeping more than its recent window (Locret's stabilizers, KVzap's
+// sliding window) and the sinks: its scores, not the window, chose old prompt tokens.
+TEST_F(RealModel, CommittedScorersLoadAndHoldTheirBudgets) {
+  const fs::path gates_dir = fs::path(RETAIN_SOURCE_DIR) / "recipes" / "smollm2" / "gates";
+  const ModelConfig& c = model_->config();
+  const auto prompt = to_vector(ref("ids_medium"));
+  const auto n = static_cast<int64_t>(prompt.size());
+  const int64_t budget = 32, buffer = 4, heads = c.num_layers * c.num_kv_heads;
+  SamplingOptions options;
+  options.max_new_tokens = 12;
+  options.prefill_chunk = 64;
+  for (const std::string kind : {"locret", "kvzap"}) {
+    auto scorer = load_scorer_file(gates_dir / (kind + ".safetensors"), c, at::kCPU, kind);
+    EXPECT_EQ(scorer->config().width, 16) << kind;
+    PolicySpec policy = parse_policy(kind);
+    policy.buffer = buffer;
+    BudgetedKvCache cache(c, policy, budget, options.prefill_chunk, {nullptr, scorer.get()});
+    const auto r = generate(*model_, prompt, cache, options);
+    EXPECT_GT(r.max_attended_entries, 0) << kind;
+    EXPECT_LE(r.max_attended_entries, budget + buffer + 1) << kind;
+    int64_t older_than_window = 0;
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      for (int64_t h = 0; h < c.num_kv_heads; ++h)
+        for (int64_t p : cache.live_positions(l, 0, h))
+          older_than_window += p >= 8 && p < n - 2 * (budget + buffer);
+    EXPECT_GT(older_than_window, heads) << kind << ": of " << heads * (budget + buffer + 1);
+  }
 }
 
 }  // namespace
