@@ -55,6 +55,35 @@ class RealModel : public ::testing::Test {
   }
   static at::Tensor ref(const std::string& name) { return ref_->tensor(name).clone(); }
 
+  // A learned policy's generation and what it kept: 12 tokens after the medium prompt at
+  // kLearnedBudget entries per KV head (plus kLearnedBuffer), and the count of live entries at
+  // the end that are neither sinks (the first 8) nor recent (the last two budgets): the entries
+  // its scores, not a window, chose.
+  struct LearnedRun {
+    GenerationResult result;
+    int64_t older_than_window = 0;
+  };
+  static LearnedRun generate_with_learned(const std::string& name, LearnedModules learned) {
+    const ModelConfig& c = model_->config();
+    const auto prompt = to_vector(ref("ids_medium"));
+    const auto recent_from = static_cast<int64_t>(prompt.size()) - 2 * kLearnedBound;
+    SamplingOptions options;
+    options.max_new_tokens = 12;
+    options.prefill_chunk = 64;
+    PolicySpec policy = parse_policy(name);
+    policy.buffer = kLearnedBuffer;
+    BudgetedKvCache cache(c, policy, kLearnedBudget, options.prefill_chunk, learned);
+    LearnedRun run{generate(*model_, prompt, cache, options)};
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      for (int64_t h = 0; h < c.num_kv_heads; ++h)
+        for (int64_t p : cache.live_positions(l, 0, h))
+          run.older_than_window += p >= 8 && p < recent_from;
+    return run;
+  }
+  static constexpr int64_t kLearnedBudget = 32, kLearnedBuffer = 4;
+  // The most entries a head may hold between two evictions.
+  static constexpr int64_t kLearnedBound = kLearnedBudget + kLearnedBuffer + 1;
+
   c10::InferenceMode guard_;
   static inline fs::path dir_;
   static inline std::unique_ptr<Decoder> model_;
@@ -190,24 +219,30 @@ TEST_F(RealModel, CommittedGatesLoadAndHoldTheirGlobalBudget) {
   EXPECT_EQ(info.config.width, 16);
   EXPECT_TRUE(info.config.tie_projection);
 
-  const auto prompt = to_vector(ref("ids_medium"));
-  const auto n = static_cast<int64_t>(prompt.size());
-  const int64_t budget = 32, buffer = 4, heads = c.num_layers * c.num_kv_heads;
-  SamplingOptions options;
-  options.max_new_tokens = 12;
-  options.prefill_chunk = 64;
-  PolicySpec policy = parse_policy("dbtrimkv");
-  policy.buffer = buffer;
-  BudgetedKvCache cache(c, policy, budget, options.prefill_chunk, gates.get());
-  const auto r = generate(*model_, prompt, cache, options);
-  EXPECT_GT(r.max_attended_entries, 0);
-  EXPECT_LE(r.max_attended_total, heads * (budget + buffer + 1));
-  int64_t older_than_window = 0;
-  for (int64_t l = 0; l < c.num_layers; ++l)
-    for (int64_t h = 0; h < c.num_kv_heads; ++h)
-      for (int64_t p : cache.live_positions(l, 0, h))
-        older_than_window += p >= 8 && p < n - 2 * (budget + buffer);  // not a sink, not recent
-  EXPECT_GT(older_than_window, heads) << "of " << heads * (budget + buffer + 1);
+  const int64_t heads = c.num_layers * c.num_kv_heads;
+  const auto run = generate_with_learned("dbtrimkv", gates.get());
+  EXPECT_GT(run.result.max_attended_entries, 0);
+  EXPECT_LE(run.result.max_attended_total, heads * kLearnedBound);
+  EXPECT_GT(run.older_than_window, heads) << "of " << heads * kLearnedBound;
+}
+
+// The per-head gates (recipes/smollm2/trimkv.yaml: mlp2, a projection per layer, a capacity per
+// layer and head in training): they load onto this model, and a trimkv generation with them keeps
+// at most the budget in every KV head after every token, old prompt tokens among them.
+TEST_F(RealModel, CommittedPerHeadGatesLoadAndHoldTheirBudget) {
+  const fs::path gates_dir = fs::path(RETAIN_SOURCE_DIR) / "recipes" / "smollm2" / "gates";
+  const ModelConfig& c = model_->config();
+  GateFileInfo info;
+  auto gates = load_gate_file(gates_dir / "trimkv.safetensors", c, at::kCPU, &info);
+  EXPECT_EQ(info.config.arch, GateArch::kMlp2);
+  EXPECT_EQ(info.config.width, 16);
+  EXPECT_FALSE(info.config.tie_projection);
+
+  const int64_t heads = c.num_layers * c.num_kv_heads;
+  const auto run = generate_with_learned("trimkv", gates.get());
+  EXPECT_GT(run.result.max_attended_entries, 0);
+  EXPECT_LE(run.result.max_attended_entries, kLearnedBound);
+  EXPECT_GT(run.older_than_window, heads) << "of " << heads * kLearnedBound;
 }
 
 // The learned competitors `make demo-real` evaluates beside the gates (recipes/smollm2/gates,
@@ -218,27 +253,14 @@ TEST_F(RealModel, CommittedGatesLoadAndHoldTheirGlobalBudget) {
 TEST_F(RealModel, CommittedScorersLoadAndHoldTheirBudgets) {
   const fs::path gates_dir = fs::path(RETAIN_SOURCE_DIR) / "recipes" / "smollm2" / "gates";
   const ModelConfig& c = model_->config();
-  const auto prompt = to_vector(ref("ids_medium"));
-  const auto n = static_cast<int64_t>(prompt.size());
-  const int64_t budget = 32, buffer = 4, heads = c.num_layers * c.num_kv_heads;
-  SamplingOptions options;
-  options.max_new_tokens = 12;
-  options.prefill_chunk = 64;
+  const int64_t heads = c.num_layers * c.num_kv_heads;
   for (const std::string kind : {"locret", "kvzap"}) {
     auto scorer = load_scorer_file(gates_dir / (kind + ".safetensors"), c, at::kCPU, kind);
     EXPECT_EQ(scorer->config().width, 16) << kind;
-    PolicySpec policy = parse_policy(kind);
-    policy.buffer = buffer;
-    BudgetedKvCache cache(c, policy, budget, options.prefill_chunk, {nullptr, scorer.get()});
-    const auto r = generate(*model_, prompt, cache, options);
-    EXPECT_GT(r.max_attended_entries, 0) << kind;
-    EXPECT_LE(r.max_attended_entries, budget + buffer + 1) << kind;
-    int64_t older_than_window = 0;
-    for (int64_t l = 0; l < c.num_layers; ++l)
-      for (int64_t h = 0; h < c.num_kv_heads; ++h)
-        for (int64_t p : cache.live_positions(l, 0, h))
-          older_than_window += p >= 8 && p < n - 2 * (budget + buffer);
-    EXPECT_GT(older_than_window, heads) << kind << ": of " << heads * (budget + buffer + 1);
+    const auto run = generate_with_learned(kind, {nullptr, scorer.get()});
+    EXPECT_GT(run.result.max_attended_entries, 0) << kind;
+    EXPECT_LE(run.result.max_attended_entries, kLearnedBound) << kind;
+    EXPECT_GT(run.older_than_window, heads) << kind << ": of " << heads * kLearnedBound;
   }
 }
 
