@@ -80,6 +80,21 @@ class RealModel : public ::testing::Test {
           run.older_than_window += p >= 8 && p < recent_from;
     return run;
   }
+  // recipes/smollm2/gates: the files `make demo-real` evaluates.
+  static fs::path committed_dir() {
+    return fs::path(RETAIN_SOURCE_DIR) / "recipes" / "smollm2" / "gates";
+  }
+  // One committed gate file, loaded onto this model (its fingerprint must be SmolLM2's) and checked
+  // to be what its recipe trains: `arch`, width 16, `tied` projection or not.
+  static std::unique_ptr<GateBank> load_committed_gates(const std::string& file, GateArch arch,
+                                                        bool tied) {
+    GateFileInfo info;
+    auto gates = load_gate_file(committed_dir() / file, model_->config(), at::kCPU, &info);
+    EXPECT_EQ(info.config.arch, arch) << file;
+    EXPECT_EQ(info.config.width, 16) << file;
+    EXPECT_EQ(info.config.tie_projection, tied) << file;
+    return gates;
+  }
   static constexpr int64_t kLearnedBudget = 32, kLearnedBuffer = 4;
   // The most entries a head may hold between two evictions.
   static constexpr int64_t kLearnedBound = kLearnedBudget + kLearnedBuffer + 1;
@@ -203,7 +218,7 @@ TEST_F(RealModel, BudgetedGenerationStaysWithinItsBound) {
 // all layers and heads after every token while keeping more than sinks and a recent window:
 // the gates rank old prompt tokens above some recent ones.
 TEST_F(RealModel, CommittedGatesLoadAndHoldTheirGlobalBudget) {
-  const fs::path gates_dir = fs::path(RETAIN_SOURCE_DIR) / "recipes" / "smollm2" / "gates";
+  const fs::path gates_dir = committed_dir();
   std::istringstream sums(read_text_file(gates_dir / "SHA256SUMS"));
   std::string sum, name;
   int files = 0;
@@ -213,12 +228,7 @@ TEST_F(RealModel, CommittedGatesLoadAndHoldTheirGlobalBudget) {
   }
   ASSERT_GE(files, 1);
   const ModelConfig& c = model_->config();
-  GateFileInfo info;
-  auto gates = load_gate_file(gates_dir / "dbtrimkv.safetensors", c, at::kCPU, &info);
-  EXPECT_EQ(info.config.arch, GateArch::kMlp3);
-  EXPECT_EQ(info.config.width, 16);
-  EXPECT_TRUE(info.config.tie_projection);
-
+  auto gates = load_committed_gates("dbtrimkv.safetensors", GateArch::kMlp3, /*tied=*/true);
   const int64_t heads = c.num_layers * c.num_kv_heads;
   const auto run = generate_with_learned("dbtrimkv", gates.get());
   EXPECT_GT(run.result.max_attended_entries, 0);
@@ -230,14 +240,8 @@ TEST_F(RealModel, CommittedGatesLoadAndHoldTheirGlobalBudget) {
 // layer and head in training): they load onto this model, and a trimkv generation with them keeps
 // at most the budget in every KV head after every token, old prompt tokens among them.
 TEST_F(RealModel, CommittedPerHeadGatesLoadAndHoldTheirBudget) {
-  const fs::path gates_dir = fs::path(RETAIN_SOURCE_DIR) / "recipes" / "smollm2" / "gates";
   const ModelConfig& c = model_->config();
-  GateFileInfo info;
-  auto gates = load_gate_file(gates_dir / "trimkv.safetensors", c, at::kCPU, &info);
-  EXPECT_EQ(info.config.arch, GateArch::kMlp2);
-  EXPECT_EQ(info.config.width, 16);
-  EXPECT_FALSE(info.config.tie_projection);
-
+  auto gates = load_committed_gates("trimkv.safetensors", GateArch::kMlp2, /*tied=*/false);
   const int64_t heads = c.num_layers * c.num_kv_heads;
   const auto run = generate_with_learned("trimkv", gates.get());
   EXPECT_GT(run.result.max_attended_entries, 0);
@@ -251,11 +255,10 @@ TEST_F(RealModel, CommittedPerHeadGatesLoadAndHoldTheirBudget) {
 // after every token while keeping more than its recent window (Locret's stabilizers, KVzap's
 // sliding window) and the sinks: its scores, not the window, chose old prompt tokens.
 TEST_F(RealModel, CommittedScorersLoadAndHoldTheirBudgets) {
-  const fs::path gates_dir = fs::path(RETAIN_SOURCE_DIR) / "recipes" / "smollm2" / "gates";
   const ModelConfig& c = model_->config();
   const int64_t heads = c.num_layers * c.num_kv_heads;
   for (const std::string kind : {"locret", "kvzap"}) {
-    auto scorer = load_scorer_file(gates_dir / (kind + ".safetensors"), c, at::kCPU, kind);
+    auto scorer = load_scorer_file(committed_dir() / (kind + ".safetensors"), c, at::kCPU, kind);
     EXPECT_EQ(scorer->config().width, 16) << kind;
     const auto run = generate_with_learned(kind, {nullptr, scorer.get()});
     EXPECT_GT(run.result.max_attended_entries, 0) << kind;
