@@ -127,6 +127,8 @@ $(DEMO_BASE_RUN)/eval/scores.json: $(DEMO_BASE_RUN)/model/base.json
 # kvzap.yaml; their sums are checked before anything reads them), on RULER in both question modes
 # beside the baselines ($(REAL_RECIPES)/ruler.yaml). A killed sweep resumes;
 # one made with other gates is refused (inputs.json). REAL_FLAGS appends flags to both sweeps.
+# Keep mode reads each context in one step (--chunk 0), as kvpress does, at any --lengths, and
+# once for all its cells; evict mode streams the prompt in ruler.yaml's 2,048-token chunks.
 REAL ?= runs/demo-real
 REAL_RECIPES ?= recipes/smollm2
 REAL_MODEL ?= $(RETAIN_HOME)/models/smollm2-135m-instruct
@@ -136,7 +138,8 @@ demo-real: build
 
 demo-real-steps: $(REAL)/gates.checked
 	$(RETAIN) eval ruler --config $(REAL_RECIPES)/ruler.yaml --model $(REAL_MODEL) \
-	  --gates-dir $(REAL_RECIPES)/gates --question-mode keep --out $(REAL)/ruler-keep $(REAL_FLAGS)
+	  --gates-dir $(REAL_RECIPES)/gates --question-mode keep --chunk 0 --out $(REAL)/ruler-keep \
+	  $(REAL_FLAGS)
 	$(RETAIN) eval ruler --config $(REAL_RECIPES)/ruler.yaml --model $(REAL_MODEL) \
 	  --gates-dir $(REAL_RECIPES)/gates --question-mode evict --out $(REAL)/ruler-evict $(REAL_FLAGS)
 

@@ -175,11 +175,16 @@ void add_batch_flags(CLI::App* cmd, int64_t& batch_size, int& workers) {
       ->capture_default_str();
 }
 
-void add_shared_context_flag(CLI::App* cmd, bool& share_context) {
+void add_shared_context_flags(CLI::App* cmd, SweepSettings& sweep) {
   cmd->add_flag_callback(
-      "--no-shared-context", [&share_context] { share_context = false; },
+      "--no-shared-context", [&sweep] { sweep.share_context = false; },
       "under --question-mode keep, read each (policy, budget) cell's context itself (by default "
-      "the budgets of a policy read it once when it fits one --chunk; the same predictions)");
+      "the cells read it once when it fits one --chunk; the same predictions)");
+  cmd->add_option("--shared-context-gib", sweep.shared_context_gib,
+                  "the most GiB of K/V copies one shared context read holds (every cell holds "
+                  "the whole context until it is read): more policies than fit read it again")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
 }
 
 }  // namespace retain::cli

@@ -48,8 +48,9 @@ std::shared_ptr<SweepFlags> add_sweep_command_flags(CLI::App* cmd, SweepSettings
                                                     bool batched);
 // --batch-size of the sweeps whose examples are single generations, and --workers.
 void add_batch_flags(CLI::App* cmd, int64_t& batch_size, int& workers);
-// --no-shared-context (SweepSettings::share_context).
-void add_shared_context_flag(CLI::App* cmd, bool& share_context);
+// --no-shared-context and --shared-context-gib (SweepSettings::share_context,
+// shared_context_gib).
+void add_shared_context_flags(CLI::App* cmd, SweepSettings& sweep);
 
 // "a,b,,c" -> {a, b, c}.
 std::vector<std::string> split_list(const std::string& text);

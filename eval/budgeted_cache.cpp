@@ -85,7 +85,7 @@ KvEntries BudgetedKvCache::append(int64_t layer, const at::Tensor& keys, const a
   // Keep mode evicts nothing after the context: no vote counts any more.
   CacheLayer& l = storage_.layer(layer);
   auto vote = [&](const at::Tensor& q, const at::Tensor& q_positions, bool window) {
-    return queries_.votes(rows_, l, q, q_positions, longest, window, tp_);
+    return queries_.votes(rows_, l, q, q_positions, longest, window, tp_, identical_rows_);
   };
   switch (frozen_ ? Votes::kNone : rows_.policy().votes()) {
     case Votes::kNone:
@@ -181,6 +181,7 @@ void BudgetedKvCache::end_step() {
     attended_total_max_.copy_(at::maximum(attended_total_max_, counts.sum(at::IntArrayRef{0, 2})));
   }
   final_step_ = false;
+  identical_rows_ = 1;
   if (!static_) evict_now();
 }
 

@@ -60,6 +60,7 @@ class BudgetedKvCache : public KvCache {
   at::Tensor attend(int64_t layer, const at::Tensor& q, const at::Tensor& q_positions,
                     const KvEntries& entries, double scale, int64_t window) const override;
   void end_step() override;
+  void set_identical_rows(int64_t rows) override { identical_rows_ = rows; }
   int64_t live_bytes() const override;
   std::unique_ptr<KvCache> clone() const override;
 
@@ -152,6 +153,7 @@ class BudgetedKvCache : public KvCache {
   bool final_step_ = false;  // the running step's last token generates (begin_generating_step)
   bool generating_ = false;  // steps record what their queries read (until a new prompt chunk)
   int64_t static_step_count_ = 0;  // static steps since the last eviction
+  int64_t identical_rows_ = 1;     // this step's runs of identical rows (set_identical_rows)
   // (B,) int64 on the device: per sequence the most entries one generating query read in one
   // head, and in all layers and heads.
   at::Tensor attended_max_, attended_total_max_;

@@ -39,8 +39,10 @@ struct SweepSettings {
   int64_t chunk = 512;
   int64_t batch_size = 1;  // units of a cell generated at once
   std::string out;
-  // The budgets of a policy read a unit's context once when they can (run_generations_shared).
+  // The cells read a unit's context once when they can (run_generations_shared), each read
+  // holding at most this much of the contexts' copies (whole policies; one policy always reads).
   bool share_context = true;
+  double shared_context_gib = 8.0;
   // How new tokens are drawn (greedy by default; eval math samples): every cell alike, each unit
   // with its request's seed.
   double temperature = 0.0;

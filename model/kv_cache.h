@@ -48,6 +48,10 @@ class KvCache {
 
   // Called by the model once every layer has run a step: where eviction policies act.
   virtual void end_step() {}
+  // Until this step's end, each run of `rows` consecutive sequences receives identical inputs (a
+  // context read once for several cache rows, eval/shared_context_cache.h): a cache may compute
+  // what depends on the inputs alone once per run (the budgeted cache's attention votes).
+  virtual void set_identical_rows(int64_t /*rows*/) {}
 
   // Called before the forward whose last token's logits are used (generation runs the prompt's
   // last token as a step of its own): a cache with a budget cuts back to it before that token's

@@ -392,11 +392,12 @@ TEST(Synthetic, WorkersPredictWhatOneWorkerDoes) {
   EXPECT_EQ(scores["run"]["workers"].get<int64_t>(), 3);
 }
 
-// Under --question-mode keep with the context read in one step, the budgets of a policy read each
-// context once (SharedContextCache), alone or batched: every policy predicts what each (policy,
-// budget) cell predicts reading the context itself, with the same KV bytes and entries read. A
-// run killed half-way resumes to the same records.
-TEST(Synthetic, BudgetsSharingAContextReadPredictWhatEachCellDoesAlone) {
+// Under --question-mode keep with the context read in one step, every cell (each policy at each
+// budget) reads a unit's context once with the others (SharedContextCache), alone or batched, or
+// a policy's budgets at a time when --shared-context-gib holds no more: every policy predicts
+// what each (policy, budget) cell predicts reading the context itself, with the same KV bytes and
+// entries read. A run killed half-way resumes to the same records.
+TEST(Synthetic, CellsSharingAContextReadPredictWhatEachCellDoesAlone) {
   testing::TempDir dir;
   SyntheticEvalOptions o = every_policy_sweep(dir);
   o.sweep.budgets = {0.15, 9, 0.3};
@@ -407,6 +408,11 @@ TEST(Synthetic, BudgetsSharingAContextReadPredictWhatEachCellDoesAlone) {
   ASSERT_EQ(run_synthetic_eval(o), 0);
   const auto alone = generation_records(fs::path(o.sweep.out) / "predictions.jsonl");
   ASSERT_EQ(alone.size(), (o.sweep.policies.size() - 1) * 3 * 12 + 12);
+  {
+    std::istringstream lines(read_text_file(fs::path(o.sweep.out) / "predictions.jsonl"));
+    for (std::string line; std::getline(lines, line);)
+      EXPECT_EQ(Json::parse(line)["context_read_by"], 1) << line;
+  }
   o.sweep.share_context = true;
   // --chunk 0 also reads each prompt in one step (the caches sized for it).
   for (int64_t batch : {1, 3, 2}) {
@@ -416,17 +422,33 @@ TEST(Synthetic, BudgetsSharingAContextReadPredictWhatEachCellDoesAlone) {
     ASSERT_EQ(run_synthetic_eval(o), 0);
     const auto shared = generation_records(fs::path(o.sweep.out) / "predictions.jsonl");
     ASSERT_EQ(shared.size(), alone.size());
-    // The budgets were generated together: a batch holds a row per budget of each unit.
+    // Every cell read the context together; a policy's budgets decoded together: a batch holds a
+    // row per budget of each unit.
+    const auto cells = static_cast<int64_t>(alone.size() / 12);
     std::istringstream lines(read_text_file(fs::path(o.sweep.out) / "predictions.jsonl"));
     for (std::string line; std::getline(lines, line);) {
       const Json j = Json::parse(line);
-      if (j["policy"] != "full") {
-        EXPECT_EQ(j["batch_size"], 3 * batch) << line;
-      }
+      EXPECT_EQ(j["context_read_by"], cells) << line;
+      EXPECT_EQ(j["batch_size"], (j["policy"] == "full" ? 1 : 3) * batch) << line;
     }
     for (const auto& [key, record] : alone)
       EXPECT_EQ(shared.at(key), record) << batch << " " << key;
   }
+  // Room for one policy's copies of a context per read: each policy reads it for its budgets.
+  o.sweep.batch_size = 2;
+  o.sweep.chunk = 4096;
+  o.sweep.shared_context_gib = 1e-9;
+  o.sweep.out = (dir / "per-policy").string();
+  ASSERT_EQ(run_synthetic_eval(o), 0);
+  {
+    std::istringstream lines(read_text_file(fs::path(o.sweep.out) / "predictions.jsonl"));
+    for (std::string line; std::getline(lines, line);) {
+      const Json j = Json::parse(line);
+      EXPECT_EQ(j["context_read_by"], j["policy"] == "full" ? 1 : 3) << line;
+    }
+    EXPECT_EQ(generation_records(fs::path(o.sweep.out) / "predictions.jsonl"), alone);
+  }
+  o.sweep.shared_context_gib = 8;
   // Resume: keep the first 40 lines (some budgets of a unit written, others not).
   o.sweep.batch_size = 3;
   o.sweep.chunk = 4096;

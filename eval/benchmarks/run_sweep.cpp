@@ -86,35 +86,66 @@ int64_t largest_step(const std::vector<GenerationRequest>& requests, int64_t chu
   return static_cast<int64_t>(longest);
 }
 
-// Generates `requests` as one batch (all compress a context first, or none), row r at
-// `budgets[r]`: each row's result with the whole prompt counted, and its record fields. With
-// `copies` > 1, each run of `copies` consecutive rows is one unit at several budgets: its context
-// is read once for all of them (SharedContextCache).
+// One policy's rows of a batch: the cell context they are generated under (the policy and the
+// sweep's settings) and each row's budget. With `copies` > 1, each run of `copies` consecutive
+// rows is one unit at several budgets.
+struct PolicyRows {
+  const UnitContext* context = nullptr;
+  std::vector<double> budgets;  // one per row
+  int64_t copies = 1;
+};
+
+// Generates `requests` as one batch (all compress a context first, or none): the rows of
+// parts[0], then those of parts[1], ...; each row's result with the whole prompt counted, and its
+// record fields. With several parts or copies, the units' contexts are read once for all of them
+// (SharedContextCache) and each part then decodes its own rows.
 std::vector<std::pair<GenerationResult, Json>> generate_requests(
-    const std::vector<GenerationRequest>& requests, const std::vector<double>& budgets,
-    const UnitContext& c, int64_t copies = 1) {
-  std::vector<int64_t> budget_tokens, protect, extra;
+    const std::vector<GenerationRequest>& requests, const std::vector<PolicyRows>& parts) {
+  const UnitContext& c = *parts.front().context;
+  const int64_t step = largest_step(requests, c.chunk);
+  std::vector<int64_t> protect;
   bool any_protected = false;
-  for (const auto& q : requests) {
-    extra.push_back(q.budget_extra);
-    budget_tokens.push_back(q.budget_tokens >= 0 ? q.budget_tokens
-                                                 : static_cast<int64_t>(q.prompt.size()));
-    protect.push_back(q.protect_from);
-    any_protected = any_protected || q.protect_from >= 0;
+  std::vector<SharedContextCache::Part> caches;
+  size_t begin = 0;
+  for (const PolicyRows& part : parts) {
+    RETAIN_CHECK(begin + part.budgets.size() <= requests.size(),
+                 "generate_requests: ", requests.size(), " requests for more rows (internal)");
+    std::vector<int64_t> budget_tokens, extra;
+    for (size_t r = begin; r < begin + part.budgets.size(); ++r) {
+      const GenerationRequest& q = requests[r];
+      extra.push_back(q.budget_extra);
+      budget_tokens.push_back(q.budget_tokens >= 0 ? q.budget_tokens
+                                                   : static_cast<int64_t>(q.prompt.size()));
+      protect.push_back(q.protect_from);
+      any_protected = any_protected || q.protect_from >= 0;
+    }
+    const UnitContext& pc = *part.context;
+    caches.push_back({make_batch_kv_cache(pc.model.config(), pc.policy, part.budgets, budget_tokens,
+                                          step, pc.eval_model.learned_for(pc.policy), extra),
+                      part.copies});
+    begin += part.budgets.size();
   }
-  std::unique_ptr<KvCache> cache = make_batch_kv_cache(
-      c.model.config(), c.policy, budgets, budget_tokens, largest_step(requests, c.chunk),
-      c.eval_model.learned_for(c.policy), extra);
+  RETAIN_CHECK(begin == requests.size(), "generate_requests: ", requests.size(), " requests for ",
+               begin, " rows (internal)");
+  std::unique_ptr<KvCache> cache;
   SharedContextCache* shared = nullptr;
-  if (copies > 1) {
-    auto wrapper = std::make_unique<SharedContextCache>(std::move(cache), copies);
+  if (caches.size() == 1 && caches.front().copies == 1) {
+    cache = std::move(caches.front().cache);
+  } else {
+    auto wrapper = std::make_unique<SharedContextCache>(std::move(caches));
     shared = wrapper.get();
     cache = std::move(wrapper);
   }
   if (any_protected) cache->protect_from(protect);
   const bool keep = requests.front().context_tokens > 0;
+  int64_t cells_per_read = 0;
+  for (const PolicyRows& part : parts) cells_per_read += part.copies;
+  RETAIN_CHECK(
+      keep || shared == nullptr,
+      "generate_requests: rows share a context only under --question-mode keep (internal)");
   std::vector<std::vector<int64_t>> prompts, contexts;
   std::vector<RowOptions> rows;
+  const auto first_copies = static_cast<size_t>(parts.front().copies);
   for (size_t r = 0; r < requests.size(); ++r) {
     const GenerationRequest& q = requests[r];
     RowOptions row;
@@ -123,33 +154,64 @@ std::vector<std::pair<GenerationResult, Json>> generate_requests(
     row.multimodal = q.multimodal;
     row.seed = q.seed;
     const auto split = q.prompt.begin() + (keep ? q.context_tokens : 0);
-    if (r % static_cast<size_t>(copies) == 0) contexts.emplace_back(q.prompt.begin(), split);
+    // The contexts read: one per unit, from the first part's rows (every part holds every unit).
+    if (r < parts.front().budgets.size() && r % first_copies == 0)
+      contexts.emplace_back(q.prompt.begin(), split);
     prompts.emplace_back(split, q.prompt.end());
     row.start_position = keep ? q.context_tokens : 0;
     rows.push_back(std::move(row));
   }
   if (keep) {
     // kvpress's semantics: the context alone is read and compressed once; the question and the
-    // answer go on top of it.
+    // answer go on top of it. A context longer than --chunk is read in chunks, and a budgeted
+    // cache evicts after each: say so once, as kvpress reads it whole.
+    static std::atomic<bool> warned{false};
+    for (const GenerationRequest& q : requests)
+      if (c.chunk > 0 && q.context_tokens > c.chunk && c.policy.budgeted() &&
+          !warned.exchange(true))
+        log_warn("--question-mode keep: a context of ", q.context_tokens,
+                 " tokens is longer than "
+                 "--chunk ",
+                 c.chunk,
+                 ", so it is compressed after each chunk; kvpress reads the "
+                 "whole context before compressing it (--chunk 0 reads each context in one step)");
     prefill_batch(c.model, contexts, *cache, std::vector<int64_t>(contexts.size(), 0), c.chunk);
     RETAIN_CHECK(shared == nullptr || !shared->sharing(),
-                 "a context shared by several budgets took more than one step (internal)");
+                 "a context shared by several cells took more than one step (internal)");
     cache->compress_context();
   }
-  std::vector<GenerationResult> results =
-      generate_batch(c.model, prompts, *cache, c.sampling(0), rows);
-  const std::vector<KvCache::RowBytes> bytes = cache->row_bytes();
-  BatchRates batch;
-  batch.size = static_cast<int64_t>(requests.size());
-  for (size_t r = 0; r < results.size(); ++r) {
-    batch.prompt_tokens += static_cast<int64_t>(prompts[r].size());
-    batch.new_tokens += std::max<int64_t>(static_cast<int64_t>(results[r].tokens.size()) - 1, 0);
-    results[r].prompt_tokens = static_cast<int64_t>(requests[r].prompt.size());
+  // Several parts decode one after another, each its own rows: their caches differ in kind.
+  std::vector<std::unique_ptr<KvCache>> taken;
+  std::vector<KvCache*> decoding = {cache.get()};
+  if (parts.size() > 1) {
+    taken = shared->take_parts();
+    decoding.clear();
+    for (auto& part : taken) decoding.push_back(part.get());
   }
   std::vector<std::pair<GenerationResult, Json>> out;
-  for (size_t r = 0; r < results.size(); ++r) {
-    Json fields = generation_fields(results[r], bytes.at(r), batch);
-    out.emplace_back(std::move(results[r]), std::move(fields));
+  begin = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const size_t end = begin + parts[i].budgets.size();
+    const std::vector<std::vector<int64_t>> part_prompts(prompts.begin() + begin,
+                                                         prompts.begin() + end);
+    std::vector<GenerationResult> results =
+        generate_batch(c.model, part_prompts, *decoding[i], parts[i].context->sampling(0),
+                       std::vector<RowOptions>(rows.begin() + begin, rows.begin() + end));
+    const std::vector<KvCache::RowBytes> bytes = decoding[i]->row_bytes();
+    BatchRates batch;
+    batch.size = static_cast<int64_t>(results.size());
+    for (size_t r = 0; r < results.size(); ++r) {
+      batch.prompt_tokens += static_cast<int64_t>(part_prompts[r].size());
+      batch.new_tokens += std::max<int64_t>(static_cast<int64_t>(results[r].tokens.size()) - 1, 0);
+      results[r].prompt_tokens = static_cast<int64_t>(requests[begin + r].prompt.size());
+    }
+    for (size_t r = 0; r < results.size(); ++r) {
+      Json fields = generation_fields(results[r], bytes.at(r), batch);
+      // The cells (policy, budget) whose rows read this unit's context together (1: its own).
+      if (keep) fields["context_read_by"] = cells_per_read;
+      out.emplace_back(std::move(results[r]), std::move(fields));
+    }
+    begin = end;
   }
   return out;
 }
@@ -197,8 +259,8 @@ std::vector<Json> run_generations(const Benchmark& benchmark, const std::vector<
         part_requests.push_back(requests[k]);
       }
     if (part.empty()) continue;
-    auto generated = generate_requests(part_requests,
-                                       std::vector<double>(part.size(), c.budget.value_or(0.0)), c);
+    auto generated = generate_requests(
+        part_requests, {{&c, std::vector<double>(part.size(), c.budget.value_or(0.0)), 1}});
     for (size_t j = 0; j < part.size(); ++j)
       records[part[j]] = benchmark.record(units[part[j]], part_requests[j], generated[j].first,
                                           std::move(generated[j].second), c);
@@ -208,7 +270,8 @@ std::vector<Json> run_generations(const Benchmark& benchmark, const std::vector<
 
 std::vector<std::vector<Json>> run_generations_shared(const Benchmark& benchmark,
                                                       const std::vector<size_t>& units,
-                                                      const std::vector<UnitContext>& cells) {
+                                                      const std::vector<UnitContext>& cells,
+                                                      int64_t read_bytes) {
   std::vector<std::vector<Json>> records(cells.size(), std::vector<Json>(units.size()));
   std::vector<size_t> shared, alone;  // positions in `units`
   std::vector<std::vector<GenerationRequest>> shared_requests;
@@ -223,22 +286,55 @@ std::vector<std::vector<Json>> run_generations_shared(const Benchmark& benchmark
     }
   }
   if (!shared.empty()) {
-    // Rows unit-major: one per (unit, budget).
-    std::vector<GenerationRequest> rows;
-    std::vector<double> budgets;
+    // The policies: runs of consecutive cells with one policy spec (its budgets).
+    std::vector<std::pair<size_t, size_t>> policies;  // [first, end) in `cells`
+    for (size_t k = 0; k < cells.size(); ++k) {
+      if (k == 0 || cells[k].policy.text != cells[k - 1].policy.text) policies.push_back({k, k});
+      ++policies.back().second;
+    }
+    // What one row holds of the units' contexts while they are read: every row is a full copy
+    // until the read ends.
+    const Decoder& model = cells.front().model;
+    const ModelConfig& config = model.config();
+    const int64_t token_bytes = 2 * config.num_layers * config.num_kv_heads * config.head_dim *
+                                static_cast<int64_t>(c10::elementSize(model.dtype()));
+    int64_t context_bytes = 0;
     for (const auto& per_cell : shared_requests)
-      for (size_t k = 0; k < cells.size(); ++k) {
-        rows.push_back(per_cell[k]);
-        budgets.push_back(cells[k].budget.value_or(0.0));
+      context_bytes += per_cell.front().context_tokens * token_bytes;
+    // One read per group of whole policies whose rows' copies fit `read_bytes` (a policy alone
+    // always reads, as its budgets need one read between them).
+    for (size_t p = 0; p < policies.size();) {
+      size_t q = p;
+      int64_t held = 0;
+      for (; q < policies.size(); ++q) {
+        const auto budgets = static_cast<int64_t>(policies[q].second - policies[q].first);
+        if (q > p && held + budgets * context_bytes > read_bytes) break;
+        held += budgets * context_bytes;
       }
-    auto generated =
-        generate_requests(rows, budgets, cells.front(), static_cast<int64_t>(cells.size()));
-    for (size_t j = 0; j < shared.size(); ++j)
-      for (size_t k = 0; k < cells.size(); ++k) {
-        auto& [result, fields] = generated[j * cells.size() + k];
-        records[k][shared[j]] = benchmark.record(units[shared[j]], shared_requests[j][k], result,
-                                                 std::move(fields), cells[k]);
+      // Rows part-major (one part per policy), then unit-major: one per (unit, budget).
+      std::vector<GenerationRequest> rows;
+      std::vector<PolicyRows> parts;
+      for (size_t i = p; i < q; ++i) {
+        const auto [first, end] = policies[i];
+        PolicyRows part{&cells[first], {}, static_cast<int64_t>(end - first)};
+        for (const auto& per_cell : shared_requests)
+          for (size_t k = first; k < end; ++k) {
+            rows.push_back(per_cell[k]);
+            part.budgets.push_back(cells[k].budget.value_or(0.0));
+          }
+        parts.push_back(std::move(part));
       }
+      auto generated = generate_requests(rows, parts);
+      size_t row = 0;
+      for (size_t i = p; i < q; ++i)
+        for (size_t j = 0; j < shared.size(); ++j)
+          for (size_t k = policies[i].first; k < policies[i].second; ++k) {
+            auto& [result, fields] = generated.at(row++);
+            records[k][shared[j]] = benchmark.record(units[shared[j]], shared_requests[j][k],
+                                                     result, std::move(fields), cells[k]);
+          }
+      p = q;
+    }
   }
   if (!alone.empty()) {
     std::vector<size_t> alone_units;
@@ -354,12 +450,14 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
   RETAIN_CHECK(workers == 1 || (m.model->device().is_cpu() && !m.world), command,
                ": --workers splits the CPU's cores between batches; on a GPU or with --tp use "
                "--batch-size");
-  // The cells of one policy at several budgets (sweep_cells lists them together) run as a group:
-  // a unit whose context can be read once for all of them (run_generations_shared) is.
+  // With --question-mode keep, every cell runs as one group: a unit whose context can be read once
+  // for all of them (run_generations_shared) is, a --shared-context-gib at a time.
   const bool share = s.share_context && benchmark.single_generation();
+  RETAIN_CHECK(s.shared_context_gib > 0, command, ": --shared-context-gib must be > 0, found ",
+               s.shared_context_gib);
+  const auto read_bytes = static_cast<int64_t>(s.shared_context_gib * (int64_t{1} << 30));
   struct Group {
     size_t first = 0, n = 0;  // cells [first, first + n)
-    PolicySpec policy;
     std::vector<UnitContext> contexts;
     std::vector<Json> budgets;
     std::vector<std::vector<std::optional<Json>>> records;  // [cell][unit]
@@ -368,16 +466,14 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
   // One batch of work: consecutive pending units (some cell of the group lacks them) of a group.
   std::vector<std::pair<Group*, std::vector<size_t>>> work;
   for (size_t first = 0; first < cells.size();) {
-    size_t last = first + 1;
-    while (share && last < cells.size() && cells[last].policy == cells[first].policy) ++last;
+    const size_t last = share ? cells.size() : first + 1;
     auto g = std::make_unique<Group>();
     g->first = first;
     g->n = last - first;
-    g->policy = cells[first].spec;
     g->records.assign(g->n, std::vector<std::optional<Json>>(units));
     for (size_t k = 0; k < g->n; ++k) {
       const SweepCell& cell = cells[first + k];
-      g->contexts.push_back({*m.model, *m.tokenizer, m, g->policy, cell.budget, s.chunk,
+      g->contexts.push_back({*m.model, *m.tokenizer, m, cell.spec, cell.budget, s.chunk,
                              s.temperature, s.top_p, s.top_k});
       g->budgets.push_back(budget_json(cell.budget));
       int64_t finished = 0;
@@ -410,22 +506,33 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
   int64_t generated = 0;
   std::mutex done_mutex;  // the log, the records, the bar and the count, with --workers
   auto run_batch = [&](Group& g, const std::vector<size_t>& batch) {
-    std::vector<std::vector<Json>> done;
-    if (g.n > 1)
-      done = run_generations_shared(benchmark, batch, g.contexts);
+    // The cells some unit of the batch lacks: a resumed or widened sweep redoes no finished cell.
+    std::vector<size_t> todo;
+    std::vector<UnitContext> contexts;
+    for (size_t k = 0; k < g.n; ++k)
+      for (size_t unit : batch)
+        if (!g.records[k][unit]) {
+          todo.push_back(k);
+          contexts.push_back(g.contexts[k]);
+          break;
+        }
+    std::vector<std::vector<Json>> done;  // [todo][unit of the batch]
+    if (todo.size() > 1)
+      done = run_generations_shared(benchmark, batch, contexts, read_bytes);
     else if (benchmark.single_generation())
-      done.push_back(run_generations(benchmark, batch, g.contexts.front()));
+      done.push_back(run_generations(benchmark, batch, contexts.front()));
     else
-      done.push_back({benchmark.run(batch.front(), g.contexts.front())});
+      done.push_back({benchmark.run(batch.front(), contexts.front())});
     std::lock_guard<std::mutex> lock(done_mutex);
     int64_t appended = 0;
-    for (size_t k = 0; k < g.n; ++k)
+    for (size_t t = 0; t < todo.size(); ++t)
       for (size_t j = 0; j < batch.size(); ++j) {
+        const size_t k = todo[t];
         if (g.records[k][batch[j]]) continue;  // resumed: the record written before stands
-        done[k][j]["policy"] = cells[g.first + k].policy;
-        done[k][j]["budget"] = g.budgets[k];
-        log.append(done[k][j]);
-        g.records[k][batch[j]] = std::move(done[k][j]);
+        done[t][j]["policy"] = cells[g.first + k].policy;
+        done[t][j]["budget"] = g.budgets[k];
+        log.append(done[t][j]);
+        g.records[k][batch[j]] = std::move(done[t][j]);
         ++appended;
       }
     generated += appended;

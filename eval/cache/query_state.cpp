@@ -67,10 +67,22 @@ void QueryState::end_step() {
 
 at::Tensor QueryState::votes(const PolicyRows& rows, const CacheLayer& l, const at::Tensor& q,
                              const at::Tensor& q_positions, int64_t s, bool window,
-                             Collectives* tensor_parallel) const {
+                             Collectives* tensor_parallel, int64_t identical) const {
   // As the model computes it: fp32 scores over the live entries, masked by position.
   return rows.by_group([&](const EvictionPolicy& policy, const at::Tensor& group) {
     auto group_q = select_rows(q, group), group_q_positions = select_rows(q_positions, group);
+    auto keys = select_rows(l.keys.narrow(2, 0, s), group);
+    auto entry_positions = select_rows(l.positions.narrow(2, 0, s), group);
+    // Runs of identical rows (one policy holds them all): one row of each votes for the run.
+    const int64_t run =
+        !group.defined() && identical > 1 && q.size(0) % identical == 0 ? identical : 1;
+    if (run > 1) {
+      auto first = [run](const at::Tensor& t) { return t.slice(0, 0, t.size(0), run); };
+      group_q = first(group_q);
+      group_q_positions = first(group_q_positions);
+      keys = first(keys);
+      entry_positions = first(entry_positions);
+    }
     if (window) {  // this group's observation window: its policy's last voters() queries
       const int64_t v = std::min(policy.voters(), group_q.size(2));
       group_q = group_q.narrow(2, group_q.size(2) - v, v);
@@ -80,21 +92,34 @@ at::Tensor QueryState::votes(const PolicyRows& rows, const CacheLayer& l, const 
                   d = group_q.size(3);
     const int64_t hk = l.keys.size(1), per_group = h / hk;
     // A window of no query (snapkv's min(32, M/2) at budget 1) casts no vote.
-    if (voters == 0) return at::zeros({b, hk, s}, l.stat.options());
-    auto keys = select_rows(l.keys.narrow(2, 0, s), group);
-    auto scores = at::matmul(group_q.to(at::kFloat).reshape({b, hk, per_group * voters, d}),
-                             keys.to(at::kFloat).transpose(-1, -2)) /
-                  std::sqrt(static_cast<double>(d));
-    auto entry_positions = select_rows(l.positions.narrow(2, 0, s), group);
+    if (voters == 0) return at::zeros({b * run, hk, s}, l.stat.options());
+    auto all_q = group_q.to(at::kFloat).reshape({b, hk, per_group * voters, d});
+    auto keys_t = keys.to(at::kFloat).transpose(-1, -2);
     auto k_pos = entry_positions.unsqueeze(-2);  // (B, Hk, 1, S)
-    auto q_pos = group_q_positions.view({b, 1, 1, voters})
-                     .repeat({1, 1, per_group, 1})
-                     .view({b, 1, per_group * voters, 1});
-    auto visible = (k_pos >= 0).logical_and(k_pos <= q_pos);
+    auto all_q_pos = group_q_positions.view({b, 1, 1, voters})
+                         .repeat({1, 1, per_group, 1})
+                         .view({b, 1, per_group * voters, 1});
+    // The scores of a block of voting queries at a time: a 4k prompt's votes are 12k query rows
+    // over 4k entries per sequence, 600 MB in fp32 at once, and the passes over them (mask,
+    // softmax, sum) then run from memory instead of the CPU's cache (blocks of ~16 MiB; on a GPU
+    // ~256 MiB, so a long prompt's votes neither exhaust its memory nor split into many
+    // launches).
+    const int64_t query_rows = per_group * voters;
+    const int64_t block_bytes = q.is_cuda() ? int64_t{256} << 20 : int64_t{16} << 20;
+    const int64_t block = std::max<int64_t>(64, block_bytes / std::max<int64_t>(1, b * hk * s * 4));
     constexpr float kInf = std::numeric_limits<float>::infinity();
-    auto probs = at::softmax(scores.masked_fill(visible.logical_not(), -kInf), -1).nan_to_num(0);
-    // Summed over the group's heads and the voting queries: (B, Hk, S).
-    return policy.shape_votes(probs.sum(2), {entry_positions, group_q_positions, tensor_parallel});
+    at::Tensor mass;  // (B, Hk, S): summed over the group's heads and the voting queries
+    for (int64_t r = 0; r < query_rows; r += block) {
+      const int64_t n = std::min(block, query_rows - r);
+      auto scores = at::matmul(all_q.narrow(2, r, n), keys_t) / std::sqrt(static_cast<double>(d));
+      auto visible = (k_pos >= 0).logical_and(k_pos <= all_q_pos.narrow(2, r, n));
+      auto probs =
+          at::softmax(scores.masked_fill_(visible.logical_not(), -kInf), -1).nan_to_num_(0);
+      auto part = probs.sum(2);
+      mass = mass.defined() ? mass.add_(part) : part;
+    }
+    auto shaped = policy.shape_votes(mass, {entry_positions, group_q_positions, tensor_parallel});
+    return run > 1 ? shaped.repeat_interleave(run, 0) : shaped;
   });
 }
 

@@ -43,10 +43,12 @@ class QueryState {
   // The votes of queries q (B, H, V, D) at q_positions (B, V) on the first `s` slots of `layer`:
   // their attention mass summed over the voters and each KV head's query heads, as each group's
   // policy shapes it (B, Hk, S). `window`: q is the observation window, of which each group's
-  // policy takes its last voters().
+  // policy takes its last voters(). `identical`: the sequences come in runs of this many with
+  // identical queries and slots (a shared context read), voted once per run when one policy
+  // holds every row. The scores are materialised a block of voting queries at a time.
   at::Tensor votes(const PolicyRows& rows, const CacheLayer& layer, const at::Tensor& q,
                    const at::Tensor& q_positions, int64_t s, bool window,
-                   Collectives* tensor_parallel) const;
+                   Collectives* tensor_parallel, int64_t identical = 1) const;
 
   // After a copy: owns the statistics, which steps update in place.
   void deepen();
