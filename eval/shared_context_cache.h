@@ -10,8 +10,10 @@
 // equal), and the step's end evicts each row to its own policy and budget. Each row then predicts
 // what it predicts alone (tests/benchmarks_test.cpp checks it for every policy).
 //
-// After that step a single part is the cache itself: the wrapper forwards to it. Several parts
-// are taken out (take_parts) and each decodes its own rows.
+// After that step a single part is the cache itself: the wrapper forwards to it. With several
+// parts every later step's rows are split by part, in order (part 0's rows, then part 1's, ...):
+// each part observes, appends and attends over its own rows, so all the cells decode as one batch
+// (one forward a token for every cell, where a part at a time would read the weights once a cell).
 #pragma once
 
 #include <memory>
@@ -38,13 +40,18 @@ class SharedContextCache : public KvCache {
   // Ends the shared step: the rows part here (each evicts to its own policy and budget).
   void end_step() override;
 
-  void begin_generating_step() override { only().begin_generating_step(); }
-  AttendedEntries attended_entries() const override { return only().attended_entries(); }
-  void end_prefill() override { only().end_prefill(); }
+  void begin_generating_step() override;
+  // Each part's rows, in order.
+  AttendedEntries attended_entries() const override;
+  void end_prefill() override;
+  // A part whose rows have all finished sits the step out (its own batch would have ended).
+  void set_running_rows(const std::vector<bool>& running) override;
   void bind_tensor_parallel(Collectives* group) override;
+  // Static decode (CUDA graphs) when every part supports it; otherwise every part stays eager.
   bool begin_static_decode() override;
-  bool end_static_step() override { return only().end_static_step(); }
-  void end_static_decode() override { only().end_static_decode(); }
+  bool end_static_step() override;
+  void end_static_decode() override;
+  void expect_decode_steps(int64_t steps) override;
   // The bytes of every part; row_bytes lists the parts' rows in order.
   int64_t live_bytes() const override;
   int64_t peak_bytes() const override;
@@ -56,17 +63,28 @@ class SharedContextCache : public KvCache {
   std::unique_ptr<KvCache> clone() const override;
 
   bool sharing() const { return sharing_; }
-  // Once the shared step has ended: the parts' caches, each to decode its own rows.
-  std::vector<std::unique_ptr<KvCache>> take_parts();
 
  private:
   // Each input row's `copies` rows, consecutive: (B, ...) -> (B copies, ...).
   static at::Tensor repeated(const at::Tensor& t, int64_t copies);
-  // After the shared step, the one part the wrapper stands for (several must be taken out).
+  // After the shared step, the one part the wrapper stands for.
   KvCache& only() const;
+  bool routing() const { return !sharing_ && parts_.size() > 1; }
+  // Rows [begin, begin + rows) of t: part i's rows of a step after the shared one.
+  at::Tensor part_rows(const at::Tensor& t, size_t part) const;
+  // Every part's rows: each holds `copies` rows per row of the shared step.
+  int64_t sum_rows() const;
+  int64_t sum_over(int64_t (KvCache::*bytes)() const) const;
 
   std::vector<Part> parts_;
-  bool sharing_ = true;  // until the first step ends
+  bool sharing_ = true;     // until the first step ends
+  int64_t input_rows_ = 0;  // rows of the shared step (each part holds copies of each)
+  // While routing: whether each part has a running row this step (empty: all of them).
+  std::vector<bool> part_running_;
+  bool running(size_t part) const { return part_running_.empty() || part_running_[part]; }
+  // While routing: what each part's append returned this layer, for its attend.
+  std::vector<KvEntries> appended_;
+  int64_t appended_layer_ = -1;
 };
 
 }  // namespace retain

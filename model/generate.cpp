@@ -268,11 +268,15 @@ std::vector<GenerationResult> generate_batch(const Decoder& model,
     // nothing attends to them.
     auto token = at::zeros({b, 1}, at::kLong);
     auto position = at::full({b, 1}, -1, at::kLong);
+    std::vector<bool> running_rows(static_cast<size_t>(b), false);
     for (int64_t r = 0; r < b; ++r) {
       if (done[r]) continue;
       token[r][0] = next[r];
       position[r][0] = row[r].start_position + results[r].prompt_tokens + step;
+      running_rows[r] = true;
     }
+    // A replayed graph runs every row's kernels: only eager steps may skip finished rows.
+    if (!static_decode) cache.set_running_rows(running_rows);
     pick_next(decode_step(token, position));
   }
   if (static_decode) cache.end_static_decode();

@@ -67,6 +67,11 @@ class KvCache {
 
   // Called by generation when the prompt has been read and decoding starts.
   virtual void end_prefill() {}
+  // Before an eager decode step, for that step only: which rows still generate. A finished row
+  // stays in the batch at position -1 and its step changes nothing, so a cache may skip the work
+  // of finished rows (rows decoding under several policies skip a policy whose rows have all
+  // finished, as that policy's batch alone would have stopped).
+  virtual void set_running_rows(const std::vector<bool>& /*running*/) {}
 
   // Under tensor parallelism the model hands its group before each step: the cache holds this
   // rank's slice of the KV heads, and a policy ranking entries across heads exchanges its scores

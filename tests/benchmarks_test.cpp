@@ -422,14 +422,13 @@ TEST(Synthetic, CellsSharingAContextReadPredictWhatEachCellDoesAlone) {
     ASSERT_EQ(run_synthetic_eval(o), 0);
     const auto shared = generation_records(fs::path(o.sweep.out) / "predictions.jsonl");
     ASSERT_EQ(shared.size(), alone.size());
-    // Every cell read the context together; a policy's budgets decoded together: a batch holds a
-    // row per budget of each unit.
+    // Every cell read the context together and decoded in one batch: a row per cell of each unit.
     const auto cells = static_cast<int64_t>(alone.size() / 12);
     std::istringstream lines(read_text_file(fs::path(o.sweep.out) / "predictions.jsonl"));
     for (std::string line; std::getline(lines, line);) {
       const Json j = Json::parse(line);
       EXPECT_EQ(j["context_read_by"], cells) << line;
-      EXPECT_EQ(j["batch_size"], (j["policy"] == "full" ? 1 : 3) * batch) << line;
+      EXPECT_EQ(j["batch_size"], cells * batch) << line;
     }
     for (const auto& [key, record] : alone)
       EXPECT_EQ(shared.at(key), record) << batch << " " << key;
@@ -445,6 +444,7 @@ TEST(Synthetic, CellsSharingAContextReadPredictWhatEachCellDoesAlone) {
     for (std::string line; std::getline(lines, line);) {
       const Json j = Json::parse(line);
       EXPECT_EQ(j["context_read_by"], j["policy"] == "full" ? 1 : 3) << line;
+      EXPECT_EQ(j["batch_size"], (j["policy"] == "full" ? 1 : 3) * 2) << line;
     }
     EXPECT_EQ(generation_records(fs::path(o.sweep.out) / "predictions.jsonl"), alone);
   }

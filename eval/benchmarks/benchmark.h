@@ -144,10 +144,10 @@ std::vector<Json> run_generations(const Benchmark& benchmark, const std::vector<
 // The records of `units` under several cells, per cell (consecutive cells of one policy spec are
 // its budgets): a unit whose context is compressed once and read in one step (--question-mode
 // keep, a chunk that holds it), with the same generation in every cell, is read once for several
-// policies and all their budgets (SharedContextCache; one row per cell from then on, each policy
-// decoding its own rows), as many policies per read as keep the rows' copies of the contexts
-// within `read_bytes`; any other unit runs cell by cell. Each record is what run_generations
-// gives for its cell.
+// policies and all their budgets (SharedContextCache; one row per cell from then on, every row
+// decoded in one batch, each policy over its own rows), as many policies per read as keep the
+// rows' copies of the contexts within `read_bytes`; any other unit runs cell by cell. Each record
+// is what run_generations gives for its cell.
 std::vector<std::vector<Json>> run_generations_shared(const Benchmark& benchmark,
                                                       const std::vector<size_t>& units,
                                                       const std::vector<UnitContext>& cells,

@@ -98,7 +98,7 @@ struct PolicyRows {
 // Generates `requests` as one batch (all compress a context first, or none): the rows of
 // parts[0], then those of parts[1], ...; each row's result with the whole prompt counted, and its
 // record fields. With several parts or copies, the units' contexts are read once for all of them
-// (SharedContextCache) and each part then decodes its own rows.
+// (SharedContextCache) and then decoded together, each part's rows under its own policy.
 std::vector<std::pair<GenerationResult, Json>> generate_requests(
     const std::vector<GenerationRequest>& requests, const std::vector<PolicyRows>& parts) {
   const UnitContext& c = *parts.front().context;
@@ -180,38 +180,24 @@ std::vector<std::pair<GenerationResult, Json>> generate_requests(
                  "a context shared by several cells took more than one step (internal)");
     cache->compress_context();
   }
-  // Several parts decode one after another, each its own rows: their caches differ in kind.
-  std::vector<std::unique_ptr<KvCache>> taken;
-  std::vector<KvCache*> decoding = {cache.get()};
-  if (parts.size() > 1) {
-    taken = shared->take_parts();
-    decoding.clear();
-    for (auto& part : taken) decoding.push_back(part.get());
+  // Every row decodes in one batch, each part over its own rows (SharedContextCache routes them):
+  // the sampling settings are the sweep's, the same for every policy.
+  std::vector<GenerationResult> results =
+      generate_batch(c.model, prompts, *cache, c.sampling(0), rows);
+  const std::vector<KvCache::RowBytes> bytes = cache->row_bytes();
+  BatchRates batch;
+  batch.size = static_cast<int64_t>(results.size());
+  for (size_t r = 0; r < results.size(); ++r) {
+    batch.prompt_tokens += static_cast<int64_t>(prompts[r].size());
+    batch.new_tokens += std::max<int64_t>(static_cast<int64_t>(results[r].tokens.size()) - 1, 0);
+    results[r].prompt_tokens = static_cast<int64_t>(requests[r].prompt.size());
   }
   std::vector<std::pair<GenerationResult, Json>> out;
-  begin = 0;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    const size_t end = begin + parts[i].budgets.size();
-    const std::vector<std::vector<int64_t>> part_prompts(prompts.begin() + begin,
-                                                         prompts.begin() + end);
-    std::vector<GenerationResult> results =
-        generate_batch(c.model, part_prompts, *decoding[i], parts[i].context->sampling(0),
-                       std::vector<RowOptions>(rows.begin() + begin, rows.begin() + end));
-    const std::vector<KvCache::RowBytes> bytes = decoding[i]->row_bytes();
-    BatchRates batch;
-    batch.size = static_cast<int64_t>(results.size());
-    for (size_t r = 0; r < results.size(); ++r) {
-      batch.prompt_tokens += static_cast<int64_t>(part_prompts[r].size());
-      batch.new_tokens += std::max<int64_t>(static_cast<int64_t>(results[r].tokens.size()) - 1, 0);
-      results[r].prompt_tokens = static_cast<int64_t>(requests[begin + r].prompt.size());
-    }
-    for (size_t r = 0; r < results.size(); ++r) {
-      Json fields = generation_fields(results[r], bytes.at(r), batch);
-      // The cells (policy, budget) whose rows read this unit's context together (1: its own).
-      if (keep) fields["context_read_by"] = cells_per_read;
-      out.emplace_back(std::move(results[r]), std::move(fields));
-    }
-    begin = end;
+  for (size_t r = 0; r < results.size(); ++r) {
+    Json fields = generation_fields(results[r], bytes.at(r), batch);
+    // The cells (policy, budget) whose rows read this unit's context together (1: its own).
+    if (keep) fields["context_read_by"] = cells_per_read;
+    out.emplace_back(std::move(results[r]), std::move(fields));
   }
   return out;
 }
