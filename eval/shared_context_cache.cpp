@@ -157,15 +157,21 @@ void SharedContextCache::expect_decode_steps(int64_t steps) {
 }
 
 KvCache::AttendedEntries SharedContextCache::attended_entries() const {
+  if (parts_.size() == 1) return only().attended_entries();
   AttendedEntries all;
+  bool recorded = false;
   for (const Part& p : parts_) {
-    const AttendedEntries part = p.cache->attended_entries();
-    // A part that records nothing: the batch has no figure to give row by row.
-    if (part.per_head.empty()) return {};
+    AttendedEntries part = p.cache->attended_entries();
+    recorded = recorded || !part.per_head.empty();
+    // A part that records nothing: -1 for its rows (what generation reports for such a cache).
+    if (part.per_head.empty()) {
+      part.per_head.assign(static_cast<size_t>(input_rows_ * p.copies), -1);
+      part.total = part.per_head;
+    }
     all.per_head.insert(all.per_head.end(), part.per_head.begin(), part.per_head.end());
     all.total.insert(all.total.end(), part.total.begin(), part.total.end());
   }
-  return all;
+  return recorded ? all : AttendedEntries{};
 }
 
 void SharedContextCache::bind_tensor_parallel(Collectives* group) {
