@@ -3,9 +3,15 @@
 #include <ATen/record_function.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <functional>
 #include <iostream>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/device.h"
 #include "core/error.h"
@@ -164,23 +170,47 @@ int run_bench_decode_command(const BenchDecodeOptions& options) {
 
   // ATen operators in one steady decode step (the third generated token's step minus the
   // second's run; nested ones counted too): on the CPU the proxy for the kernels a step launches.
-  // A replayed CUDA graph runs no operator, and counts 0.
+  // A replayed CUDA graph runs no operator, and counts 0. The outermost calls are also counted by
+  // name (an operator that calls others counts once there), which says where a step's operators
+  // come from.
+  struct OpCounts {
+    int64_t all = 0;
+    std::map<std::string, int64_t> outermost;
+  };
   auto ops_generating = [&](int64_t new_tokens) {
     static std::atomic<int64_t> ops{0};
+    static thread_local int depth = 0;
+    static thread_local std::map<std::string, int64_t>* names = nullptr;
+    std::map<std::string, int64_t> outermost;
     SamplingOptions counted = sampling;
     counted.max_new_tokens = new_tokens;
     auto counted_cache = new_cache();
     ops = 0;
+    names = &outermost;
     auto handle = at::addThreadLocalCallback(at::RecordFunctionCallback(
-        [](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> {
+        [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
           ++ops;
+          if (depth++ == 0 && names != nullptr) ++(*names)[fn.name()];
           return nullptr;
-        }));
+        },
+        [](const at::RecordFunction&, at::ObserverContext*) { --depth; }));
     generate_batch(*model, prompts, *counted_cache, counted);
     at::removeCallback(handle);
-    return ops.load();
+    names = nullptr;
+    return OpCounts{ops.load(), std::move(outermost)};
   };
-  const int64_t step_ops = ops_generating(3) - ops_generating(2);
+  const OpCounts two = ops_generating(2), three = ops_generating(3);
+  const int64_t step_ops = three.all - two.all;
+  // Per name, the step's outermost calls (three tokens' run minus two tokens'), most first.
+  std::vector<std::pair<int64_t, std::string>> by_name;
+  for (const auto& [name, n] : three.outermost) {
+    auto it = two.outermost.find(name);
+    const int64_t step = n - (it == two.outermost.end() ? 0 : it->second);
+    if (step > 0) by_name.emplace_back(step, name);
+  }
+  std::sort(by_name.begin(), by_name.end(), std::greater<>());
+  int64_t outermost_ops = 0;
+  for (const auto& [n, name] : by_name) outermost_ops += n;
 
   if (world) world->shutdown();  // rank 0 hosts the store: it waits for the others
   if (!leader) return 0;
@@ -209,6 +239,10 @@ int run_bench_decode_command(const BenchDecodeOptions& options) {
   out["aten_ops_per_decode_step"] = step_ops;
   out["aten_ops_per_layer_per_step"] =
       static_cast<double>(step_ops) / static_cast<double>(c.num_layers);
+  out["outermost_ops_per_decode_step"] = outermost_ops;
+  Json names = Json::object();
+  for (const auto& [n, name] : by_name) names[name] = n;
+  out["outermost_ops_by_name"] = names;
   // The greedy ids of every row: a peer fed the same prompts can check it decoded the same.
   Json tokens = Json::array();
   for (const auto& row : results) tokens.push_back(row.tokens);
@@ -228,6 +262,12 @@ int run_bench_decode_command(const BenchDecodeOptions& options) {
       "a replayed CUDA graph counts none)\n",
       static_cast<long long>(step_ops),
       static_cast<double>(step_ops) / static_cast<double>(c.num_layers));
+  std::printf("             %lld outermost calls; the most frequent:",
+              static_cast<long long>(outermost_ops));
+  for (size_t i = 0; i < std::min<size_t>(by_name.size(), 12); ++i)
+    std::printf("%s %s %lld", i == 0 ? "" : ",", by_name[i].second.c_str(),
+                static_cast<long long>(by_name[i].first));
+  std::printf("\n");
   if (world)
     std::printf("tensor parallel %d: weights and KV below are one rank's share\n", world->world());
   std::printf("KV live      %s after prefill, %s at the end, peak %s (full cache: %s)\n",

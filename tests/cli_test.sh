@@ -143,6 +143,11 @@ for k in ["prefill_tokens_per_s", "decode_tokens_per_s", "ms_per_decode_step", "
           "copy_bandwidth_bytes_per_s", "roofline_ms_per_step", "roofline_fraction"]:
     assert k in r and r[k] > 0, (k, r.get(k))
 assert r["policy"] == sys.argv[2] and r["batch"] == 2 and r["context"] == 200, r
+# The step's outermost calls by name: they sum to the count, which nested calls exceed; every
+# layer's projections are among them (2 layers: q, k, v, o and the MLP's three, or fused).
+names, outermost = r["outermost_ops_by_name"], r["outermost_ops_per_decode_step"]
+assert sum(names.values()) == outermost and 0 < outermost < r["aten_ops_per_decode_step"], r
+assert names.get("aten::linear", 0) + names.get("aten::matmul", 0) >= 2 * 2, names
 if sys.argv[2] == "full":
     assert r["kv_bytes_end"] == r["kv_bytes_full_cache"] - 2 * 2 * 2 * 16 * 2 * 4, r  # the last token is never fed
 else:  # 24 entries per head (dbtrimkv: in all) plus the default buffer of 128 at most
@@ -152,6 +157,7 @@ PY
 done
 check bench-decode-table "$retain" bench decode --model "$model" --context 64 --budget 0.5 --batch 1 --new-tokens 4 --policy h2o
 grep -q "^roofline" "$work/out.txt" || { echo "FAIL bench decode table lacks the roofline line"; failures=$((failures + 1)); }
+grep -q "outermost calls; the most frequent: aten::" "$work/out.txt" || { echo "FAIL bench decode table lacks the operators by name"; failures=$((failures + 1)); }
 # --prompts-file: the given ids set batch and context; the JSON carries the greedy tokens.
 echo '[[5, 6, 7, 8, 9, 10], [11, 12, 13, 14, 15, 16]]' > "$work/prompts.json"
 check bench-decode-prompts "$retain" bench decode --model "$model" --prompts-file "$work/prompts.json" \
