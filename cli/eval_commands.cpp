@@ -74,7 +74,6 @@ void register_synthetic(CLI::App* eval, Commands& commands) {
                   "semantics, the context is compressed once and the question kept on top")
       ->check(CLI::IsMember({"evict", "keep"}))
       ->capture_default_str();
-  add_shared_context_flags(cmd, o->sweep);
   commands.add(cmd, [o, sweep, tasks] {
     sweep->apply_to(o->sweep);
     o->tasks = split_list(*tasks);
@@ -284,7 +283,6 @@ void register_ruler(CLI::App* eval, Commands& commands) {
                   "answer prefix kept on top; evict: they are part of the budgeted stream")
       ->check(CLI::IsMember({"evict", "keep"}))
       ->capture_default_str();
-  add_shared_context_flags(cmd, o->sweep);
   commands.add(cmd, [o, sweep, tasks, lengths] {
     sweep->apply_to(o->sweep);
     o->tasks = split_list(*tasks);

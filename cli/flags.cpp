@@ -158,7 +158,10 @@ std::shared_ptr<SweepFlags> add_sweep_command_flags(CLI::App* cmd, SweepSettings
   add_model_flags(cmd, settings.model);
   add_tensor_parallel_flags(cmd, settings.model);
   add_sweep_flags(cmd, *flags, settings.gates, settings.chunk, settings.out, limit, limit_help);
-  if (batched) add_batch_flags(cmd, settings.batch_size, settings.model.workers);
+  if (batched) {
+    add_batch_flags(cmd, settings.batch_size, settings.model.workers);
+    add_shared_context_flags(cmd, settings);
+  }
   return flags;
 }
 
@@ -178,11 +181,12 @@ void add_batch_flags(CLI::App* cmd, int64_t& batch_size, int& workers) {
 void add_shared_context_flags(CLI::App* cmd, SweepSettings& sweep) {
   cmd->add_flag_callback(
       "--no-shared-context", [&sweep] { sweep.share_context = false; },
-      "under --question-mode keep, read each (policy, budget) cell's context itself (by default "
-      "the cells read it once when it fits one --chunk; the same predictions)");
+      "read each (policy, budget) cell's prompt itself (by default the cells read keep mode's "
+      "context once when it fits one --chunk, and evict mode's first chunk once; the same "
+      "predictions)");
   cmd->add_option("--shared-context-gib", sweep.shared_context_gib,
-                  "the most GiB of K/V copies one shared context read holds (every cell holds "
-                  "the whole context until it is read): more policies than fit read it again")
+                  "the most GiB of K/V copies one shared read holds (every cell holds what was "
+                  "read until the read ends): more policies than fit read it again")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
 }

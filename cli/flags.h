@@ -41,8 +41,9 @@ void add_sweep_flags(CLI::App* cmd, SweepFlags& sweep, std::string& gates, int64
                      std::string& out, int64_t* limit, const std::string& limit_help);
 // Every flag a benchmark's sweep command shares, into its SweepSettings: the model's (--model
 // --device --dtype --threads --gates-dir), --tp, the sweep's (--policy --budget --gates --chunk
-// --out, --limit where `limit` is given) and, for `batched` benchmarks, --batch-size and
-// --workers. The handler calls apply_to on what it returns.
+// --out, --limit where `limit` is given) and, for `batched` benchmarks (single generations),
+// --batch-size, --workers, --no-shared-context and --shared-context-gib. The handler calls
+// apply_to on what it returns.
 std::shared_ptr<SweepFlags> add_sweep_command_flags(CLI::App* cmd, SweepSettings& settings,
                                                     int64_t* limit, const std::string& limit_help,
                                                     bool batched);

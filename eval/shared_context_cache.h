@@ -1,14 +1,15 @@
 // One read of a context for several cache rows: the cells of a sweep share the prefill.
 //
-// Under --question-mode keep with the context read in one step (kvpress's semantics), the hidden
-// states of that step do not depend on the policy or the budget (every layer attends over the
-// whole context: eviction first acts at the step's end), and neither do the votes a policy casts
-// during it on its budget. So the sweep reads each context once and lets several caches (parts,
-// one per policy), each with `copies` rows per input row (one per budget), receive it: for the
-// first step every input row's hidden states, queries, keys and values are repeated to its
-// `copies` consecutive rows of every part, the model attends over the first of them (they are
-// equal), and the step's end evicts each row to its own policy and budget. Each row then predicts
-// what it predicts alone (tests/benchmarks_test.cpp checks it for every policy).
+// Under --question-mode keep with the context read in one step (kvpress's semantics), and in
+// evict mode for the first chunk of the prompt, the hidden states of that step do not depend on
+// the policy or the budget (every layer attends over all it holds: eviction first acts at the
+// step's end), and neither do the votes a policy casts during it on its budget. So the sweep
+// reads that step once and lets several caches (parts, one per policy), each with `copies` rows
+// per input row (one per budget), receive it: for the first step every input row's hidden states,
+// queries, keys and values are repeated to its `copies` consecutive rows of every part, the model
+// attends over the first of them (they are equal), and the step's end evicts each row to its own
+// policy and budget. Each row then predicts what it predicts alone (tests/benchmarks_test.cpp
+// checks it for every policy, in both question modes).
 //
 // After that step a single part is the cache itself: the wrapper forwards to it. With several
 // parts every later step's rows are split by part, in order (part 0's rows, then part 1's, ...):

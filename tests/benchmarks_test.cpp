@@ -462,6 +462,55 @@ TEST(Synthetic, CellsSharingAContextReadPredictWhatEachCellDoesAlone) {
   EXPECT_EQ(generation_records(log), alone);
 }
 
+// Under --question-mode evict, the cells of a unit read its prompt's first chunk once together
+// (the chunk generate_batch reads first, counted back from the last token: no policy has evicted
+// anything before its end) and each goes on in its own rows of one batch: every policy predicts
+// what each cell predicts reading the whole prompt itself, with the same KV bytes and entries
+// read: several chunks with a partial one first, batched rows of different lengths padded, the
+// prompt in one step (--chunk 0), and a protected question.
+TEST(Synthetic, CellsSharingAnEvictModeFirstChunkPredictWhatEachCellDoesAlone) {
+  testing::TempDir dir;
+  SyntheticEvalOptions o = every_policy_sweep(dir);
+  const std::vector<std::string> every_policy = o.sweep.policies;
+  o.sweep.budgets = {0.15, 9};
+  o.question_mode = "evict";
+  struct Case {
+    bool protect;
+    int64_t chunk, batch;
+  };
+  // Every policy in the first case; the others on the policies they change most.
+  for (const Case& k : {Case{false, 7, 3}, Case{false, 0, 2}, Case{true, 7, 3}}) {
+    o.protect_question = k.protect;
+    o.sweep.policies = k.chunk == 7 && !k.protect
+                           ? every_policy
+                           : std::vector<std::string>{"full", "h2o:buffer=3", "snapkv:buffer=3",
+                                                      "dbtrimkv:buffer=3"};
+    o.sweep.chunk = k.chunk;
+    const std::string name = std::string(k.protect ? "protect" : "evict") + "-" +
+                             std::to_string(k.chunk) + "-" + std::to_string(k.batch);
+    o.sweep.share_context = false;
+    o.sweep.batch_size = 1;
+    o.sweep.out = (dir / ("alone-" + name)).string();
+    ASSERT_EQ(run_synthetic_eval(o), 0);
+    const auto alone = generation_records(fs::path(o.sweep.out) / "predictions.jsonl");
+    ASSERT_EQ(alone.size(), (o.sweep.policies.size() - 1) * 2 * 12 + 12);
+    o.sweep.share_context = true;
+    o.sweep.batch_size = k.batch;
+    o.sweep.out = (dir / ("shared-" + name)).string();
+    ASSERT_EQ(run_synthetic_eval(o), 0);
+    const auto shared = generation_records(fs::path(o.sweep.out) / "predictions.jsonl");
+    const auto cells = static_cast<int64_t>(alone.size() / 12);
+    std::istringstream lines(read_text_file(fs::path(o.sweep.out) / "predictions.jsonl"));
+    for (std::string line; std::getline(lines, line);) {
+      const Json j = Json::parse(line);
+      EXPECT_EQ(j["context_read_by"], cells) << name << " " << line;
+      EXPECT_EQ(j["batch_size"], cells * k.batch) << name << " " << line;
+    }
+    ASSERT_EQ(shared.size(), alone.size());
+    for (const auto& [key, record] : alone) EXPECT_EQ(shared.at(key), record) << name << " " << key;
+  }
+}
+
 // The llama GQA-4 fixture, the ids of its transformers reference and the loss it computed.
 struct LlamaReference {
   Decoder model;

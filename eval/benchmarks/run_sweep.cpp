@@ -86,6 +86,18 @@ int64_t largest_step(const std::vector<GenerationRequest>& requests, int64_t chu
   return static_cast<int64_t>(longest);
 }
 
+// The tokens a row reads before generate_batch when several cells share the read: keep mode's
+// context (compressed then), or in evict mode the first chunk generate_batch would read of the
+// prompt but its last token (its chunks count back from that token, so the first holds the
+// remainder). Either is one step in which no policy or budget has touched the hidden states yet:
+// eviction first acts at its end. generate_batch then reads the rest in the chunks it has alone.
+int64_t shared_read_tokens(const GenerationRequest& q, int64_t chunk) {
+  if (q.context_tokens > 0) return q.context_tokens;
+  const auto body = static_cast<int64_t>(q.prompt.size()) - 1;
+  if (body <= 0 || chunk <= 0) return std::max<int64_t>(body, 0);
+  return body % chunk == 0 ? chunk : body % chunk;
+}
+
 // One policy's rows of a batch: the cell context they are generated under (the policy and the
 // sweep's settings) and each row's budget. With `copies` > 1, each run of `copies` consecutive
 // rows is one unit at several budgets.
@@ -140,9 +152,9 @@ std::vector<std::pair<GenerationResult, Json>> generate_requests(
   const bool keep = requests.front().context_tokens > 0;
   int64_t cells_per_read = 0;
   for (const PolicyRows& part : parts) cells_per_read += part.copies;
-  RETAIN_CHECK(
-      keep || shared == nullptr,
-      "generate_requests: rows share a context only under --question-mode keep (internal)");
+  // Rows read a first step before generate_batch: keep mode's context, or the shared first chunk
+  // of an evict-mode prompt.
+  const bool read_first = keep || shared != nullptr;
   std::vector<std::vector<int64_t>> prompts, contexts;
   std::vector<RowOptions> rows;
   const auto first_copies = static_cast<size_t>(parts.front().copies);
@@ -153,12 +165,15 @@ std::vector<std::pair<GenerationResult, Json>> generate_requests(
     row.extra_stop_ids = q.extra_stop_ids;
     row.multimodal = q.multimodal;
     row.seed = q.seed;
-    const auto split = q.prompt.begin() + (keep ? q.context_tokens : 0);
+    const int64_t first = read_first ? shared_read_tokens(q, c.chunk) : 0;
+    RETAIN_CHECK(!read_first || first > 0,
+                 "generate_requests: a shared read of no token (internal)");
+    const auto split = q.prompt.begin() + first;
     // The contexts read: one per unit, from the first part's rows (every part holds every unit).
     if (r < parts.front().budgets.size() && r % first_copies == 0)
       contexts.emplace_back(q.prompt.begin(), split);
     prompts.emplace_back(split, q.prompt.end());
-    row.start_position = keep ? q.context_tokens : 0;
+    row.start_position = first;
     rows.push_back(std::move(row));
   }
   if (keep) {
@@ -175,10 +190,12 @@ std::vector<std::pair<GenerationResult, Json>> generate_requests(
                  c.chunk,
                  ", so it is compressed after each chunk; kvpress reads the "
                  "whole context before compressing it (--chunk 0 reads each context in one step)");
+  }
+  if (read_first) {
     prefill_batch(c.model, contexts, *cache, std::vector<int64_t>(contexts.size(), 0), c.chunk);
     RETAIN_CHECK(shared == nullptr || !shared->sharing(),
                  "a context shared by several cells took more than one step (internal)");
-    cache->compress_context();
+    if (keep) cache->compress_context();
   }
   // Every row decodes in one batch, each part over its own rows (SharedContextCache routes them):
   // the sampling settings are the sweep's, the same for every policy.
@@ -196,7 +213,7 @@ std::vector<std::pair<GenerationResult, Json>> generate_requests(
   for (size_t r = 0; r < results.size(); ++r) {
     Json fields = generation_fields(results[r], bytes.at(r), batch);
     // The cells (policy, budget) whose rows read this unit's context together (1: its own).
-    if (keep) fields["context_read_by"] = cells_per_read;
+    if (read_first) fields["context_read_by"] = cells_per_read;
     out.emplace_back(std::move(results[r]), std::move(fields));
   }
   return out;
@@ -213,11 +230,11 @@ GenerationRequest checked_request(const Benchmark& benchmark, size_t unit, const
   return q;
 }
 
-// Whether every budget of a unit can share its context read: kvpress's semantics with the context
-// in one step, and the same generation whatever the budget.
+// Whether every cell of a unit can share its first read: keep mode's context in one step
+// (kvpress's semantics) or evict mode's first chunk, and the same generation whatever the cell.
 bool shares_context(const std::vector<GenerationRequest>& per_budget, int64_t chunk) {
   const GenerationRequest& q = per_budget.front();
-  if (q.context_tokens <= 0 || (chunk > 0 && q.context_tokens > chunk) || q.multimodal)
+  if ((chunk > 0 && q.context_tokens > chunk) || q.multimodal || shared_read_tokens(q, chunk) <= 0)
     return false;
   for (const auto& other : per_budget)
     if (other.prompt != q.prompt || other.context_tokens != q.context_tokens ||
@@ -286,7 +303,7 @@ std::vector<std::vector<Json>> run_generations_shared(const Benchmark& benchmark
                                 static_cast<int64_t>(c10::elementSize(model.dtype()));
     int64_t context_bytes = 0;
     for (const auto& per_cell : shared_requests)
-      context_bytes += per_cell.front().context_tokens * token_bytes;
+      context_bytes += shared_read_tokens(per_cell.front(), cells.front().chunk) * token_bytes;
     // One read per group of whole policies whose rows' copies fit `read_bytes` (a policy alone
     // always reads, as its budgets need one read between them).
     for (size_t p = 0; p < policies.size();) {
