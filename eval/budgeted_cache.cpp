@@ -85,7 +85,8 @@ KvEntries BudgetedKvCache::append(int64_t layer, const at::Tensor& keys, const a
   // Keep mode evicts nothing after the context: no vote counts any more.
   CacheLayer& l = storage_.layer(layer);
   auto vote = [&](const at::Tensor& q, const at::Tensor& q_positions, bool window) {
-    return queries_.votes(rows_, l, q, q_positions, longest, window, tp_, identical_rows_);
+    return queries_.votes(rows_, l, q, q_positions, longest, window, tp_, identical_rows_,
+                          shared_votes_.get());
   };
   switch (frozen_ ? Votes::kNone : rows_.policy().votes()) {
     case Votes::kNone:
@@ -182,6 +183,7 @@ void BudgetedKvCache::end_step() {
   }
   final_step_ = false;
   identical_rows_ = 1;
+  shared_votes_.reset();
   if (!static_) evict_now();
 }
 

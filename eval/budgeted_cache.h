@@ -60,7 +60,10 @@ class BudgetedKvCache : public KvCache {
   at::Tensor attend(int64_t layer, const at::Tensor& q, const at::Tensor& q_positions,
                     const KvEntries& entries, double scale, int64_t window) const override;
   void end_step() override;
-  void set_identical_rows(int64_t rows) override { identical_rows_ = rows; }
+  void set_identical_rows(int64_t rows, const std::shared_ptr<SharedVotes>& votes) override {
+    identical_rows_ = rows;
+    shared_votes_ = votes;
+  }
   int64_t live_bytes() const override;
   std::unique_ptr<KvCache> clone() const override;
 
@@ -154,6 +157,7 @@ class BudgetedKvCache : public KvCache {
   bool generating_ = false;  // steps record what their queries read (until a new prompt chunk)
   int64_t static_step_count_ = 0;  // static steps since the last eviction
   int64_t identical_rows_ = 1;     // this step's runs of identical rows (set_identical_rows)
+  std::shared_ptr<SharedVotes> shared_votes_;  // this step's votes shared with other caches
   // (B,) int64 on the device: per sequence the most entries one generating query read in one
   // head, and in all layers and heads.
   at::Tensor attended_max_, attended_total_max_;

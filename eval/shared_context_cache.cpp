@@ -1,6 +1,7 @@
 #include "eval/shared_context_cache.h"
 
 #include "core/error.h"
+#include "eval/cache/shared_votes.h"
 
 namespace retain {
 
@@ -62,9 +63,11 @@ void SharedContextCache::observe(const LayerTensors& t) {
   }
   if (!sharing_) return only().observe(t);
   input_rows_ = t.k.size(0);
+  // Until the step's end: votes are cast once per input row, and once for all the parts.
+  if (shared_votes_ == nullptr) shared_votes_ = std::make_shared<SharedVotes>();
   for (Part& p : parts_) {
     const int64_t n = p.copies;
-    p.cache->set_identical_rows(n);  // until the step's end: votes are cast once per input row
+    p.cache->set_identical_rows(n, shared_votes_);
     p.cache->observe({t.layer, repeated(t.hidden, n), repeated(t.q, n), repeated(t.k, n),
                       repeated(t.v, n), repeated(t.positions, n), repeated(t.q_before_rope, n),
                       t.kv_head_offset});
@@ -129,6 +132,8 @@ void SharedContextCache::end_step() {
   appended_.clear();
   appended_layer_ = -1;
   sharing_ = false;
+  if (shared_votes_ != nullptr) votes_reused_ += shared_votes_->reused();
+  shared_votes_.reset();
 }
 
 void SharedContextCache::begin_generating_step() {

@@ -64,6 +64,8 @@ class SharedContextCache : public KvCache {
   std::unique_ptr<KvCache> clone() const override;
 
   bool sharing() const { return sharing_; }
+  // How many times a part took attention votes another part had cast (layers times parts).
+  int64_t votes_reused() const { return votes_reused_; }
 
  private:
   // Each input row's `copies` rows, consecutive: (B, ...) -> (B copies, ...).
@@ -78,7 +80,11 @@ class SharedContextCache : public KvCache {
   int64_t sum_over(int64_t (KvCache::*bytes)() const) const;
 
   std::vector<Part> parts_;
-  bool sharing_ = true;     // until the first step ends
+  bool sharing_ = true;  // until the first step ends
+  // The shared step's attention votes, cast once for the parts with the same votes (h2o and
+  // importance cast the same mass).
+  std::shared_ptr<SharedVotes> shared_votes_;
+  int64_t votes_reused_ = 0;
   int64_t input_rows_ = 0;  // rows of the shared step (each part holds copies of each)
   // While routing: whether each part has a running row this step (empty: all of them).
   std::vector<bool> part_running_;

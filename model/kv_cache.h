@@ -20,6 +20,7 @@
 namespace retain {
 
 class Collectives;  // dist/collectives.h
+class SharedVotes;  // eval/cache/shared_votes.h
 
 struct KvEntries {
   at::Tensor keys;       // (B, Hk, S, D)
@@ -51,7 +52,10 @@ class KvCache {
   // Until this step's end, each run of `rows` consecutive sequences receives identical inputs (a
   // context read once for several cache rows, eval/shared_context_cache.h): a cache may compute
   // what depends on the inputs alone once per run (the budgeted cache's attention votes).
-  virtual void set_identical_rows(int64_t /*rows*/) {}
+  // `votes` is shared by every cache that receives the step: what one casts, another with the
+  // same slots and queries may take (eval/cache/shared_votes.h).
+  virtual void set_identical_rows(int64_t /*rows*/, const std::shared_ptr<SharedVotes>& /*votes*/) {
+  }
 
   // Called before the forward whose last token's logits are used (generation runs the prompt's
   // last token as a step of its own): a cache with a budget cuts back to it before that token's

@@ -21,10 +21,15 @@ struct Cell {
   int64_t max_new_tokens = 8;
 };
 
+struct SharedRead {
+  int64_t votes_reused = 0;  // SharedContextCache::votes_reused
+  int64_t layers = 0;
+};
+
 // Two contexts of different lengths, each with its question, read under every cell at once, then
 // decoded in `mode`; each row is compared with its cell reading its context alone.
-void expect_rows_equal_cells_alone(const std::vector<Cell>& cells, DecodeMode mode,
-                                   const std::string& want_mode) {
+SharedRead expect_rows_equal_cells_alone(const std::vector<Cell>& cells, DecodeMode mode,
+                                         const std::string& want_mode) {
   c10::InferenceMode guard;
   Decoder model = Decoder::load(testing::fixture_dir("hf") / "llama_gqa4_llama3", {});
   const ModelConfig& c = model.config();
@@ -64,7 +69,7 @@ void expect_rows_equal_cells_alone(const std::vector<Cell>& cells, DecodeMode mo
   }
   SharedContextCache shared(std::move(parts));
   prefill_batch(model, contexts, shared, {0, 0}, 0);
-  ASSERT_FALSE(shared.sharing());
+  EXPECT_FALSE(shared.sharing());
   shared.compress_context();
   SamplingOptions options;
   options.max_new_tokens = 8;
@@ -73,8 +78,12 @@ void expect_rows_equal_cells_alone(const std::vector<Cell>& cells, DecodeMode mo
   rows[1].max_new_tokens = 3;
   const auto batch = generate_batch(model, prompts, shared, options, rows);
   const auto bytes = shared.row_bytes();
-  ASSERT_EQ(batch.size(), order.size());
-  ASSERT_EQ(bytes.size(), order.size());
+  const SharedRead read{shared.votes_reused(), c.num_layers};
+  if (batch.size() != order.size() || bytes.size() != order.size()) {
+    ADD_FAILURE() << batch.size() << " results and " << bytes.size() << " byte counts for "
+                  << order.size() << " rows";
+    return read;
+  }
   for (size_t r = 0; r < order.size(); ++r) {
     const Row& row = order[r];
     SCOPED_TRACE(cells[row.cell].policy + " budget " + std::to_string(row.budget) + " context " +
@@ -97,6 +106,7 @@ void expect_rows_equal_cells_alone(const std::vector<Cell>& cells, DecodeMode mo
     EXPECT_EQ(bytes[r].peak, alone_bytes.peak);
     EXPECT_EQ(bytes[r].budget, alone_bytes.budget);
   }
+  return read;
 }
 
 const std::vector<Cell> kStaticCells = {{"streaming:buffer=0", {8, 12}},
@@ -117,6 +127,21 @@ TEST(SharedContextCache, OnePartThatCannotDecodeStaticallyKeepsTheBatchEager) {
   expect_rows_equal_cells_alone(
       {{"streaming:buffer=0", {8}, 3}, {"random:seed=3,buffer=0", {8, 12}}}, DecodeMode::kStatic,
       "eager");
+}
+
+// h2o and importance vote with the same attention mass: the first budget of the first part casts
+// it, the other budgets and parts take it (tests/attention_votes_test.cpp checks the mass
+// itself), and each row still predicts what its cell predicts alone. snapkv's window votes are
+// its own, cast once for its two budgets.
+TEST(SharedContextCache, PartsThatCastTheSameVotesCastThemOnce) {
+  const SharedRead read = expect_rows_equal_cells_alone({{"h2o:buffer=0", {8, 12}},
+                                                         {"importance:buffer=0", {9}},
+                                                         {"snapkv:window=4,buffer=0", {9, 11}},
+                                                         {"h2o:window=2,buffer=0", {10}}},
+                                                        DecodeMode::kEager, "eager");
+  // Every layer: h2o's second budget, importance and the last h2o take the first h2o budget's
+  // mass; snapkv's second budget takes its first's.
+  EXPECT_EQ(read.votes_reused, 4 * read.layers);
 }
 
 }  // namespace

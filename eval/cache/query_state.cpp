@@ -65,24 +65,70 @@ void QueryState::end_step() {
   for (auto& l : layers_) l.step_q = at::Tensor();
 }
 
+at::Tensor attention_vote_mass(const at::Tensor& all_q, const at::Tensor& q_pos,
+                               const at::Tensor& keys_t, const at::Tensor& entry_positions,
+                               int64_t block_bytes) {
+  const int64_t b = all_q.size(0), hk = all_q.size(1), rows = all_q.size(2), d = all_q.size(3);
+  const int64_t s = keys_t.size(3);
+  // A slot a query may not read compares above its position: empty slots (position -1) become the
+  // largest position, so one comparison masks both them and the query's future.
+  auto k_pos = entry_positions.masked_fill(entry_positions < 0, std::numeric_limits<int64_t>::max())
+                   .unsqueeze(-2);  // (B, Hk, 1, S)
+  const int64_t block = std::max<int64_t>(64, block_bytes / std::max<int64_t>(1, b * hk * s * 4));
+  const double sqrt_d = std::sqrt(static_cast<double>(d));
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  auto mass = at::zeros({b, hk, s}, all_q.options());
+  // Slot i's 1-based index where some query of the block may read it, else 0 (several blocks).
+  at::Tensor readable_index;
+  if (rows > block)
+    readable_index = at::arange(1, s + 1, entry_positions.options()).view({1, 1, s});
+  for (int64_t r = 0; r < rows; r += block) {
+    const int64_t n = std::min(block, rows - r);
+    auto block_pos = q_pos.narrow(2, r, n);
+    // A prompt's votes are causal: a block of queries (consecutive positions of one head, but
+    // where it straddles two heads) reads no slot past the last that holds a position up to its
+    // latest, so the slots after it are left out (about half the work of a prompt's votes). They
+    // would get probability 0 exactly: the result is what whole rows give, to rounding (at least
+    // 64 slots stay, so the softmax's sums stay vectorised). Decode steps vote in one block: no
+    // host read.
+    int64_t reach = s;
+    if (readable_index.defined()) {
+      const int64_t latest = block_pos.max().item<int64_t>();
+      reach = (readable_index * (k_pos.squeeze(-2) <= latest)).max().item<int64_t>();
+      reach = std::max(reach, std::min<int64_t>(s, 64));
+    }
+    auto scores = at::matmul(all_q.narrow(2, r, n), keys_t.narrow(3, 0, reach)).div_(sqrt_d);
+    scores.masked_fill_(k_pos.narrow(3, 0, reach) > block_pos, -kInf);
+    // A query that may read nothing (padding) gives NaN: it votes nothing.
+    auto probs = at::softmax(scores, -1).nan_to_num_(0);
+    mass.narrow(2, 0, reach).add_(probs.sum(2));
+  }
+  return mass;
+}
+
 at::Tensor QueryState::votes(const PolicyRows& rows, const CacheLayer& l, const at::Tensor& q,
                              const at::Tensor& q_positions, int64_t s, bool window,
-                             Collectives* tensor_parallel, int64_t identical) const {
-  // As the model computes it: fp32 scores over the live entries, masked by position.
+                             Collectives* tensor_parallel, int64_t identical,
+                             SharedVotes* shared) const {
+  // During a shared read the rows come in runs of `identical` equal ones (one run per input row,
+  // a row per budget): each group (the rows of one budget) votes with one row of each run it has
+  // rows in, and its rows take their run's votes.
+  const bool runs = identical > 1 && q.size(0) % identical == 0;
   return rows.by_group([&](const EvictionPolicy& policy, const at::Tensor& group) {
-    auto group_q = select_rows(q, group), group_q_positions = select_rows(q_positions, group);
-    auto keys = select_rows(l.keys.narrow(2, 0, s), group);
-    auto entry_positions = select_rows(l.positions.narrow(2, 0, s), group);
-    // Runs of identical rows (one policy holds them all): one row of each votes for the run.
-    const int64_t run =
-        !group.defined() && identical > 1 && q.size(0) % identical == 0 ? identical : 1;
-    if (run > 1) {
-      auto first = [run](const at::Tensor& t) { return t.slice(0, 0, t.size(0), run); };
-      group_q = first(group_q);
-      group_q_positions = first(group_q_positions);
-      keys = first(keys);
-      entry_positions = first(entry_positions);
+    at::Tensor voting = group;  // the rows that vote (undefined: every row)
+    at::Tensor back;            // each of the group's rows: its voting row (undefined: itself)
+    if (runs) {
+      auto group_rows = group.defined() ? group.to(at::kCPU)
+                                        : at::arange(q.size(0), at::TensorOptions(at::kLong));
+      // The group's rows are in order, so their runs are too.
+      auto [run_of_row, inverse, counts] =
+          at::unique_consecutive(at::div(group_rows, identical, "floor"), /*return_inverse=*/true);
+      voting = (run_of_row * identical).to(q.device());
+      back = inverse.to(q.device());
     }
+    auto group_q = select_rows(q, voting), group_q_positions = select_rows(q_positions, voting);
+    auto keys = select_rows(l.keys.narrow(2, 0, s), voting);
+    auto entry_positions = select_rows(l.positions.narrow(2, 0, s), voting);
     if (window) {  // this group's observation window: its policy's last voters() queries
       const int64_t v = std::min(policy.voters(), group_q.size(2));
       group_q = group_q.narrow(2, group_q.size(2) - v, v);
@@ -92,34 +138,27 @@ at::Tensor QueryState::votes(const PolicyRows& rows, const CacheLayer& l, const 
                   d = group_q.size(3);
     const int64_t hk = l.keys.size(1), per_group = h / hk;
     // A window of no query (snapkv's min(32, M/2) at budget 1) casts no vote.
-    if (voters == 0) return at::zeros({b * run, hk, s}, l.stat.options());
-    auto all_q = group_q.to(at::kFloat).reshape({b, hk, per_group * voters, d});
-    auto keys_t = keys.to(at::kFloat).transpose(-1, -2);
-    auto k_pos = entry_positions.unsqueeze(-2);  // (B, Hk, 1, S)
-    auto all_q_pos = group_q_positions.view({b, 1, 1, voters})
-                         .repeat({1, 1, per_group, 1})
-                         .view({b, 1, per_group * voters, 1});
-    // The scores of a block of voting queries at a time: a 4k prompt's votes are 12k query rows
-    // over 4k entries per sequence, 600 MB in fp32 at once, and the passes over them (mask,
-    // softmax, sum) then run from memory instead of the CPU's cache (blocks of ~16 MiB; on a GPU
-    // ~256 MiB, so a long prompt's votes neither exhaust its memory nor split into many
-    // launches).
-    const int64_t query_rows = per_group * voters;
-    const int64_t block_bytes = q.is_cuda() ? int64_t{256} << 20 : int64_t{16} << 20;
-    const int64_t block = std::max<int64_t>(64, block_bytes / std::max<int64_t>(1, b * hk * s * 4));
-    constexpr float kInf = std::numeric_limits<float>::infinity();
-    at::Tensor mass;  // (B, Hk, S): summed over the group's heads and the voting queries
-    for (int64_t r = 0; r < query_rows; r += block) {
-      const int64_t n = std::min(block, query_rows - r);
-      auto scores = at::matmul(all_q.narrow(2, r, n), keys_t) / std::sqrt(static_cast<double>(d));
-      auto visible = (k_pos >= 0).logical_and(k_pos <= all_q_pos.narrow(2, r, n));
-      auto probs =
-          at::softmax(scores.masked_fill_(visible.logical_not(), -kInf), -1).nan_to_num_(0);
-      auto part = probs.sum(2);
-      mass = mass.defined() ? mass.add_(part) : part;
+    if (voters == 0) return at::zeros({back.defined() ? back.size(0) : b, hk, s}, l.stat.options());
+    // Another group or cache of a shared read may have cast these votes already.
+    SharedVotes::Inputs inputs{group_q, group_q_positions, keys, entry_positions};
+    at::Tensor mass = shared != nullptr ? shared->find(inputs) : at::Tensor();
+    if (!mass.defined()) {
+      auto all_q = group_q.to(at::kFloat).reshape({b, hk, per_group * voters, d});
+      auto all_q_pos = group_q_positions.view({b, 1, 1, voters})
+                           .repeat({1, 1, per_group, 1})
+                           .view({b, 1, per_group * voters, 1});
+      // The scores of a block of voting queries at a time: a 4k prompt's votes are 12k query
+      // rows over 4k entries per sequence, 600 MB in fp32 at once, and the passes over them
+      // (mask, softmax, sum) then run from memory instead of the CPU's cache (blocks of ~16 MiB;
+      // on a GPU ~256 MiB, so a long prompt's votes neither exhaust its memory nor split into
+      // many launches).
+      const int64_t block_bytes = q.is_cuda() ? int64_t{256} << 20 : int64_t{16} << 20;
+      mass = attention_vote_mass(all_q, all_q_pos, keys.to(at::kFloat).transpose(-1, -2),
+                                 entry_positions, block_bytes);
+      if (shared != nullptr) shared->store(std::move(inputs), mass);
     }
     auto shaped = policy.shape_votes(mass, {entry_positions, group_q_positions, tensor_parallel});
-    return run > 1 ? shaped.repeat_interleave(run, 0) : shaped;
+    return back.defined() ? shaped.index_select(0, back) : shaped;
   });
 }
 

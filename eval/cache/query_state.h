@@ -14,10 +14,20 @@
 
 #include "eval/cache/cache_storage.h"
 #include "eval/cache/policy_rows.h"
+#include "eval/cache/shared_votes.h"
 
 namespace retain {
 
 class Collectives;  // dist/collectives.h
+
+// The attention mass of queries all_q (B, Hk, R, D) (R: each KV head's query heads times the
+// voters, head-major) at positions q_pos (B, 1, R, 1) on keys_t (B, Hk, D, S) at slot positions
+// (B, Hk, S), -1 where empty, summed over the R rows (B, Hk, S): fp32 scores over the slots each
+// query may read (position <= its own), as the model computes them; a query that may read none
+// (padding, position -1) votes nothing. Scores are materialised about `block_bytes` at a time.
+at::Tensor attention_vote_mass(const at::Tensor& all_q, const at::Tensor& q_pos,
+                               const at::Tensor& keys_t, const at::Tensor& entry_positions,
+                               int64_t block_bytes);
 
 class QueryState {
  public:
@@ -44,11 +54,14 @@ class QueryState {
   // their attention mass summed over the voters and each KV head's query heads, as each group's
   // policy shapes it (B, Hk, S). `window`: q is the observation window, of which each group's
   // policy takes its last voters(). `identical`: the sequences come in runs of this many with
-  // identical queries and slots (a shared context read), voted once per run when one policy
-  // holds every row. The scores are materialised a block of voting queries at a time.
+  // identical queries and slots (a shared context read), voted once per run and group.
+  // `shared`: where another group or cache of a shared read stored the same votes' mass, it is
+  // taken from there (and stored there when cast here). The scores are materialised
+  // a block of voting queries at a time.
   at::Tensor votes(const PolicyRows& rows, const CacheLayer& layer, const at::Tensor& q,
                    const at::Tensor& q_positions, int64_t s, bool window,
-                   Collectives* tensor_parallel, int64_t identical = 1) const;
+                   Collectives* tensor_parallel, int64_t identical = 1,
+                   SharedVotes* shared = nullptr) const;
 
   // After a copy: owns the statistics, which steps update in place.
   void deepen();
