@@ -64,7 +64,8 @@ class SharedContextCache : public KvCache {
   std::unique_ptr<KvCache> clone() const override;
 
   bool sharing() const { return sharing_; }
-  // How many times a part took attention votes another part had cast (layers times parts).
+  // How many times a budget group of a part took the attention votes another group had cast
+  // (up to layers times groups, less one group a layer that cast them).
   int64_t votes_reused() const { return votes_reused_; }
 
  private:

@@ -3,7 +3,9 @@
 // every cache (one per policy) holds the same slots and sees the same queries, so the mass before
 // each policy shapes it is the same too: H2O keeps it per head, importance sums it over heads,
 // and one sweep with both computes it once. The quadratic part of a long prompt's votes is this
-// mass (a 4k prompt's ~45 s on 2 cores), so sharing it halves what two such policies cost.
+// mass, so a sweep of h2o and importance at two budgets casts one mass a layer where it cast four
+// (with the causal blocks of query_state.cpp, a RULER 4k keep-mode prompt of both policies takes
+// 31 s on 2 cores where it took ~95 s: docs/evaluation.md).
 //
 // A stored mass is reused only where the queries, their positions, the keys and the slots'
 // positions are equal to those it was cast with (compared exactly, a few MB against the
