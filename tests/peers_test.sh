@@ -41,6 +41,27 @@ assert abs(row["retain"]["loss"] - row["python"]["loss"]) < 1e-4, row
 assert row["speed_ratio"] > 0 and row["memory_ratio"] > 0, row
 PY
 
+# Answers under kvpress's semantics: the demo's committed base on a few of its held-out questions,
+# through kvpress's presses and through retain's keep mode. full, streaming and kvpress's SnapKV
+# must answer alike (knorm need not: layer 0's key norms tie exactly, docs/peers.md).
+base="$src/recipes/demo/base"
+"$retain" synth --config "$src/recipes/demo/data.yaml" --out demo-data 2>/dev/null || fail "synth"
+"$retain" eval synthetic --model "$base" --data demo-data/heldout.jsonl --limit 3 --question-mode keep \
+  --policy full,streaming:buffer=0,snapkv:pool=avg,kernel=5,buffer=0 --budget 0.05,0.2 --chunk 4096 \
+  --max-new-tokens 6 --threads 1 --out keep 2>/dev/null || fail "eval synthetic"
+PYTHONPATH="$peer_dir" "$python" "$src/scripts/peers/kvpress_synthetic.py" --model "$base" \
+  --data demo-data/heldout.jsonl --retain keep/predictions.jsonl --max-new-tokens 6 \
+  --require-identical full,streaming,snapkv > kvpress.txt 2>&1 || { cat kvpress.txt; fail "kvpress_synthetic.py"; }
+cat kvpress.txt
+# A driver whose prompts differ from retain's by one BOS is refused before any answer (the full
+# cache answered alike through such a BOS, eviction did not).
+cp -r "$base" bos-base && echo '{"add_bos_token": true}' > bos-base/tokenizer_config.json
+if PYTHONPATH="$peer_dir" "$python" "$src/scripts/peers/kvpress_synthetic.py" --model bos-base \
+  --data demo-data/heldout.jsonl --retain keep/predictions.jsonl > bos.txt 2>&1; then
+  fail "a prompt longer than retain's by a BOS was compared"
+fi
+grep -q "the inputs do not match" bos.txt || fail "BOS: $(cat bos.txt)"
+
 # Bad input: an unknown peer and a budget outside the prompt are refused with the reason.
 if "$python" "$src/scripts/peers/bench_decode.py" --retain "$retain" --model model --peers vllm \
   2> err.txt; then fail "unknown peer accepted"; fi

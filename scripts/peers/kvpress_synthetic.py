@@ -4,13 +4,16 @@
 
 kvpress compresses the context once after its prefill and keeps the question and generated tokens
 on top, which is retain's `--question-mode keep`. This driver (ours, not kvpress's pipeline)
-builds the same prompt text retain builds, tokenizes it with the model's SentencePiece file the
-way retain does (BOS + ids, split where the last question starts), runs the context under the
-press, then the question and greedy decoding without it, and prints per (policy, budget): exact
-match of both tools and how many answers are identical. The full cache must agree everywhere;
-where the definitions differ the answers do: retain's snapkv pools votes with a max by default;
-`snapkv:pool=avg,kernel=5` is kvpress's SnapKV. kvpress prefills the whole context before compressing: run retain's
-keep mode with a --chunk longer than the context to compare like with like.
+builds the same prompt text retain builds, tokenizes it the way retain does (the model's
+SentencePiece file: BOS where tokenizer_config.json adds one, then the ids; its tokenizer.json:
+the post-processor's prefix, then the ids, through the `tokenizers` library; split where the last
+question starts), runs the context under the press, then the question and greedy decoding
+without it, and prints per (policy, budget): exact match of both tools and how many answers are
+identical. The prompts must be as long as retain's records say and the full cache must agree
+everywhere; where the definitions differ the answers do: retain's snapkv pools votes with a max
+by default; `snapkv:pool=avg,kernel=5` is kvpress's SnapKV. kvpress prefills the whole context
+before compressing: run retain's keep mode with a --chunk longer than the context to compare like
+with like. A model with a tokenizer.json (SmolLM2) works the same way.
 
 Install kvpress outside the project's venv (it needs transformers < 5.3):
   pip install --target /tmp/kvpress-peer --no-deps kvpress==0.5.5 transformers==5.2.0 \\
@@ -35,7 +38,6 @@ _datasets.load_dataset = lambda *a, **k: (_ for _ in ()).throw(  # noqa: E731
     RuntimeError("datasets is not installed (kvpress calibration presses are not used here)"))
 sys.modules.setdefault("datasets", _datasets)
 
-import sentencepiece  # noqa: E402
 import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, DynamicCache  # noqa: E402
 
@@ -56,6 +58,74 @@ def synthetic_prompt(example, turn):
 def first_line_trimmed(text):
     line = text.split("\n", 1)[0]
     return line.strip()
+
+
+class SentencePieceIds:
+    """retain's SentencePieceTokenizer as the driver needs it: BOS where tokenizer_config.json's
+    add_bos_token says so (true when it is absent, as transformers' LlamaTokenizer), then the
+    text's pieces. The demo's base says false: a BOS put there by the driver shifted every position
+    by one, which the full cache shrugged off (402/402 answers alike) but eviction did not."""
+
+    def __init__(self, model_dir):
+        import sentencepiece
+
+        self.sp = sentencepiece.SentencePieceProcessor(model_file=f"{model_dir}/tokenizer.model")
+        tc_path = f"{model_dir}/tokenizer_config.json"
+        add_bos = True
+        if os.path.exists(tc_path):
+            add_bos = json.load(open(tc_path)).get("add_bos_token", True)
+        self.prefix = [self.sp.bos_id()] if add_bos else []
+        self.eos = {self.sp.eos_id()}
+
+    def encode(self, text):
+        return self.sp.encode(text)
+
+    def decode(self, ids):
+        return self.sp.decode(ids)
+
+
+class TokenizerJsonIds:
+    """retain's HfTokenizer as the driver needs it: encode_prompt is the post-processor's prefix
+    (the special tokens its template puts before the text) and the text's ids without them;
+    generation stops at config.json's EOS ids and the tokenizer's EOS, as retain's stop_ids."""
+
+    def __init__(self, model_dir):
+        from tokenizers import Tokenizer
+
+        path = f"{model_dir}/tokenizer.json"
+        self.tok = Tokenizer.from_file(path)
+        post = json.load(open(path)).get("post_processor")
+        self.prefix = []
+        if post is not None and post.get("type") == "TemplateProcessing":
+            for item in post["single"]:
+                if "Sequence" in item:
+                    break
+                name = item["SpecialToken"]["id"]
+                self.prefix += post["special_tokens"][name]["ids"]
+        elif post is not None and post.get("type") not in ("ByteLevel",):
+            sys.exit(f"{path}: post_processor {post.get('type')} is not handled by this driver "
+                     "(TemplateProcessing, ByteLevel or none)")
+        config = json.load(open(f"{model_dir}/config.json"))
+        eos = config.get("eos_token_id")
+        self.eos = set(eos if isinstance(eos, list) else [] if eos is None else [eos])
+        tc_path = f"{model_dir}/tokenizer_config.json"
+        if os.path.exists(tc_path):
+            token = json.load(open(tc_path)).get("eos_token")
+            token = token.get("content") if isinstance(token, dict) else token
+            if token is not None and self.tok.token_to_id(token) is not None:
+                self.eos.add(self.tok.token_to_id(token))
+
+    def encode(self, text):
+        return self.tok.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids):
+        return self.tok.decode(ids, skip_special_tokens=True)
+
+
+def load_ids(model_dir):
+    if os.path.exists(f"{model_dir}/tokenizer.json"):
+        return TokenizerJsonIds(model_dir)
+    return SentencePieceIds(model_dir)
 
 
 def resolve_budget(budget, tokens):
@@ -102,7 +172,7 @@ def make_press(spec, keep, context_len):
 
 
 @torch.inference_mode()
-def answer(model, context_ids, question_ids, press, max_new_tokens, eos_id):
+def answer(model, context_ids, question_ids, press, max_new_tokens, eos_ids):
     cache = DynamicCache()
     ctx = torch.tensor([context_ids])
     if press is not None:
@@ -126,7 +196,7 @@ def answer(model, context_ids, question_ids, press, max_new_tokens, eos_id):
         ).logits
         token = int(logits[0, -1].argmax())
         out_tokens.append(token)
-        if token == eos_id:
+        if token in eos_ids:
             break
         start += n
         ids = torch.tensor([[token]])
@@ -143,6 +213,9 @@ def main():
                     help="policy names to compare (retain specs are matched by name)")
     ap.add_argument("--max-new-tokens", type=int, default=12)
     ap.add_argument("--limit", type=int, default=0, help="examples (0: all)")
+    ap.add_argument("--require-identical", default="",
+                    help="comma-separated policy names whose every answer must equal retain's "
+                         "(exit 1 otherwise; the full cache always must)")
     args = ap.parse_args()
 
     examples = {}
@@ -165,13 +238,12 @@ def main():
     if not rows:
         sys.exit(f"no predictions of {sorted(wanted)} in {args.retain}")
 
-    sp = sentencepiece.SentencePieceProcessor(model_file=f"{args.model}/tokenizer.model")
+    tok = load_ids(args.model)
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
     model.eval()
-    bos, eos = sp.bos_id(), sp.eos_id()
 
     cells = {}
     t0 = time.time()
@@ -181,8 +253,13 @@ def main():
         text = synthetic_prompt(ex, turn)
         question = "\nQuestion: " + ex["turns"][turn]["question"]
         before = text[: text.rfind(question)]
-        full_ids = [bos] + sp.encode(text)
-        split = 1 + len(sp.encode(before)) if before else 1
+        full_ids = tok.prefix + tok.encode(text)
+        # The full cache can answer alike from slightly different ids (a missing BOS did, 402 of
+        # 402): compare the prompt's length with retain's record before any answer.
+        if "prompt_tokens" in r and r["prompt_tokens"] != len(full_ids):
+            sys.exit(f"{r['id']} turn {turn}: the driver's prompt has {len(full_ids)} tokens, "
+                     f"retain's {r['prompt_tokens']}: the inputs do not match")
+        split = len(tok.prefix) + (len(tok.encode(before)) if before else 0)
         context_ids, question_ids = full_ids[:split], full_ids[split:]
         name = r["policy"].split(":")[0]
         press = None
@@ -192,16 +269,16 @@ def main():
         key = (r["policy"], json.dumps(r["budget"]))
         c = cells.setdefault(key, {"n": 0, "kv": 0, "retain": 0, "same": 0, "failed": 0})
         try:
-            tokens = answer(model, context_ids, question_ids, press, args.max_new_tokens, eos)
+            tokens = answer(model, context_ids, question_ids, press, args.max_new_tokens, tok.eos)
         except RuntimeError as e:
             # kvpress 0.5.5's PyramidKVPress leaves layers of different lengths, which the
             # question's attention mask (built for the first layer) then does not fit.
             c["failed"] += 1
             c.setdefault("error", str(e).splitlines()[0])
             continue
-        if tokens and tokens[-1] == eos:
+        if tokens and tokens[-1] in tok.eos:
             tokens = tokens[:-1]
-        pred = first_line_trimmed(sp.decode(tokens))
+        pred = first_line_trimmed(tok.decode(tokens))
         c["n"] += 1
         c["kv"] += pred == ex["turns"][turn]["answer"]
         c["retain"] += bool(r["correct"])
@@ -234,6 +311,14 @@ def main():
     full = [c for (p, _), c in cells.items() if p.split(":")[0] == "full"]
     if full and any(c["same"] != c["n"] for c in full):
         sys.exit("the full cache differs between kvpress and retain: the inputs do not match")
+    required = {name for name in args.require_identical.split(",") if name}
+    unknown = required - {p.split(":")[0] for p, _ in cells}
+    if unknown:
+        sys.exit(f"--require-identical: no predictions of {sorted(unknown)} were compared")
+    differing = [f"{p} at {b}: {c['same']}/{c['n']}" for (p, b), c in cells.items()
+                 if p.split(":")[0] in required and (c["same"] != c["n"] or c["failed"])]
+    if differing:
+        sys.exit("answers differ from kvpress's: " + "; ".join(differing))
 
 
 if __name__ == "__main__":
