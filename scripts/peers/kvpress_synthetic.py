@@ -254,7 +254,7 @@ def main():
         question = "\nQuestion: " + ex["turns"][turn]["question"]
         before = text[: text.rfind(question)]
         full_ids = tok.prefix + tok.encode(text)
-        # The full cache can answer alike from slightly different ids (a missing BOS did, 402 of
+        # The full cache can answer alike from slightly different ids (an extra BOS did, 402 of
         # 402): compare the prompt's length with retain's record before any answer.
         if "prompt_tokens" in r and r["prompt_tokens"] != len(full_ids):
             sys.exit(f"{r['id']} turn {turn}: the driver's prompt has {len(full_ids)} tokens, "
