@@ -189,6 +189,10 @@ void add_shared_context_flags(CLI::App* cmd, SweepSettings& sweep) {
                   "read until the read ends): more policies than fit read it again")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_flag("--write-prompts", sweep.write_prompts,
+                "also write DIR/prompts.jsonl: each unit's token ids, where its context ends, its "
+                "stop ids and token limit (what a peer tool needs to read exactly what retain "
+                "read); a finished sweep rerun with it writes the file alone");
 }
 
 }  // namespace retain::cli

@@ -43,6 +43,10 @@ struct SweepSettings {
   // holding at most this much of the contexts' copies (whole policies; one policy always reads).
   bool share_context = true;
   double shared_context_gib = 8.0;
+  // --write-prompts: DIR/prompts.jsonl, each unit's token ids as retain reads them (what a peer
+  // tool needs to read the same: scripts/peers/kvpress_ruler.py). Not in config.yaml: it changes
+  // no answer, so a finished sweep can be rerun with it to write the file alone.
+  bool write_prompts = false;
   // How new tokens are drawn (greedy by default; eval math samples): every cell alike, each unit
   // with its request's seed.
   double temperature = 0.0;

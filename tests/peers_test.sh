@@ -62,6 +62,39 @@ if PYTHONPATH="$peer_dir" "$python" "$src/scripts/peers/kvpress_synthetic.py" --
 fi
 grep -q "the inputs do not match" bos.txt || fail "BOS: $(cat bos.txt)"
 
+# RULER through kvpress on the ids retain read: a finished keep-mode sweep rerun with
+# --write-prompts writes prompts.jsonl alone (no answer redone), and kvpress answers every prompt
+# as retain did for the full cache, streaming and kvpress's SnapKV.
+ruler=(eval ruler --model "$base" --no-chat --question-mode keep --chunk 0 --lengths 512 --samples 2
+  --tasks niah_single_1,niah_multikey_1 --policy full,streaming:buffer=0,snapkv:pool=avg,kernel=5,buffer=0
+  --budget 0.1,0.25 --threads 1 --out ruler-keep)
+"$retain" "${ruler[@]}" 2>/dev/null || fail "eval ruler"
+[[ ! -e ruler-keep/prompts.jsonl ]] || fail "prompts.jsonl written without --write-prompts"
+cp ruler-keep/predictions.jsonl predictions.before
+"$retain" "${ruler[@]}" --write-prompts 2> write.txt || { cat write.txt; fail "eval ruler --write-prompts"; }
+cmp -s ruler-keep/predictions.jsonl predictions.before || fail "--write-prompts changed the answers"
+[[ $(wc -l < ruler-keep/prompts.jsonl) == 4 ]] || fail "prompts.jsonl: $(wc -l < ruler-keep/prompts.jsonl) lines, expected 4"
+PYTHONPATH="$peer_dir" "$python" "$src/scripts/peers/kvpress_ruler.py" --model "$base" --run ruler-keep \
+  --require-identical full,streaming,snapkv > kvpress-ruler.txt 2>&1 || { cat kvpress-ruler.txt; fail "kvpress_ruler.py"; }
+cat kvpress-ruler.txt
+grep -q "kvpress .*: 20 answers in" kvpress-ruler.txt || fail "kvpress_ruler.py compared other than 20 answers"
+# A run that compressed its contexts chunk by chunk is not kvpress's setting: refused, as is a run
+# without prompts.jsonl.
+cp -r ruler-keep ruler-chunked
+"$python" - <<'PY'
+import json
+config = json.load(open("ruler-chunked/config.yaml"))
+config["chunk"] = 64
+json.dump(config, open("ruler-chunked/config.yaml", "w"))
+PY
+if PYTHONPATH="$peer_dir" "$python" "$src/scripts/peers/kvpress_ruler.py" --model "$base" \
+  --run ruler-chunked > chunked.txt 2>&1; then fail "a chunked keep-mode run was compared"; fi
+grep -q "rerun retain with --chunk 0" chunked.txt || fail "chunked: $(cat chunked.txt)"
+rm ruler-chunked/prompts.jsonl
+if PYTHONPATH="$peer_dir" "$python" "$src/scripts/peers/kvpress_ruler.py" --model "$base" \
+  --run ruler-chunked > missing.txt 2>&1; then fail "a run without prompts.jsonl was compared"; fi
+grep -q "rerun the retain sweep with --write-prompts" missing.txt || fail "missing: $(cat missing.txt)"
+
 # Bad input: an unknown peer and a budget outside the prompt are refused with the reason.
 if "$python" "$src/scripts/peers/bench_decode.py" --retain "$retain" --model model --peers vllm \
   2> err.txt; then fail "unknown peer accepted"; fi

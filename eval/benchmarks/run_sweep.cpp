@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/log.h"
 #include "core/progress.h"
 #include "eval/benchmarks/benchmark.h"
@@ -377,6 +378,33 @@ Json inputs_of(const Json& config, const SweepSettings& s, const std::vector<Swe
   return sweep_inputs(config, shared, own);
 }
 
+// --write-prompts: one line per unit, its request under `c` (the first cell: a single generation's
+// prompt is the same in every cell) with the ids generation stops at, written whole or not at all.
+void write_prompts(const fs::path& path, const Benchmark& benchmark, const UnitContext& c) {
+  RETAIN_CHECK(benchmark.single_generation(), "eval ", benchmark.name(),
+               ": --write-prompts needs one generation per unit (a unit here is several dependent "
+               "generations)");
+  const std::vector<int64_t> stops = stop_ids(c.model.config(), &c.tokenizer);
+  std::string lines;
+  for (size_t i = 0; i < benchmark.units(); ++i) {
+    const GenerationRequest q = checked_request(benchmark, i, c);
+    RETAIN_CHECK(!q.multimodal, "eval ", benchmark.name(), ": --write-prompts: unit ",
+                 benchmark.unit_key(i),
+                 " has images, which token ids alone do not give a peer (text prompts only)");
+    std::vector<int64_t> stop = stops;
+    stop.insert(stop.end(), q.extra_stop_ids.begin(), q.extra_stop_ids.end());
+    const Json line = {{"unit", benchmark.unit_key(i)},
+                       {"prompt_ids", q.prompt},
+                       {"context_tokens", q.context_tokens},
+                       {"budget_tokens", q.budget_tokens},
+                       {"max_new_tokens", q.max_new_tokens},
+                       {"stop_ids", stop}};
+    lines += line.dump() + "\n";
+  }
+  write_text_file_atomic(path, lines);
+  log_info("wrote ", path.string(), " (", benchmark.units(), " prompts)");
+}
+
 // Whether each unit of a cell was answered right, in unit order (nullopt: the benchmark does not
 // pair its units).
 std::optional<std::vector<bool>> unit_outcomes(const Benchmark& benchmark,
@@ -438,6 +466,10 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
   std::optional<PredictionLog> reader_log;
   if (!leader) reader_log.emplace(out / "predictions.jsonl", key, /*writer=*/false);
   PredictionLog& log = leader ? *leader_log : *reader_log;
+  if (leader && s.write_prompts)
+    write_prompts(out / "prompts.jsonl", benchmark,
+                  {*m.model, *m.tokenizer, m, cells.front().spec, cells.front().budget, s.chunk,
+                   s.temperature, s.top_p, s.top_k});
 
   const size_t units = benchmark.units();
   std::optional<ProgressBar> bar;
