@@ -393,12 +393,9 @@ void write_prompts(const fs::path& path, const Benchmark& benchmark, const UnitC
                  " has images, which token ids alone do not give a peer (text prompts only)");
     std::vector<int64_t> stop = stops;
     stop.insert(stop.end(), q.extra_stop_ids.begin(), q.extra_stop_ids.end());
-    const Json line = {{"unit", benchmark.unit_key(i)},
-                       {"prompt_ids", q.prompt},
-                       {"context_tokens", q.context_tokens},
-                       {"budget_tokens", q.budget_tokens},
-                       {"max_new_tokens", q.max_new_tokens},
-                       {"stop_ids", stop}};
+    const Json line = {{"unit", benchmark.unit_key(i)},      {"prompt_ids", q.prompt},
+                       {"context_tokens", q.context_tokens}, {"budget_tokens", q.budget_tokens},
+                       {"max_new_tokens", q.max_new_tokens}, {"stop_ids", stop}};
     lines += line.dump() + "\n";
   }
   write_text_file_atomic(path, lines);
