@@ -62,10 +62,11 @@ if PYTHONPATH="$peer_dir" "$python" "$src/scripts/peers/kvpress_synthetic.py" --
 fi
 grep -q "the inputs do not match" bos.txt || fail "BOS: $(cat bos.txt)"
 
-# RULER through kvpress on the ids retain read: a finished keep-mode sweep rerun with
+# RULER through kvpress on the ids retain read (the demo base answers no needle, but its 128-token
+# answers differ by policy, so identical ones mean the same cache): a finished keep-mode sweep rerun with
 # --write-prompts writes prompts.jsonl alone (no answer redone), and kvpress answers every prompt
 # as retain did for the full cache, streaming and kvpress's SnapKV.
-ruler=(eval ruler --model "$base" --no-chat --question-mode keep --chunk 0 --lengths 512 --samples 2
+ruler=(eval ruler --model "$base" --no-chat --question-mode keep --chunk 0 --lengths 1024 --samples 2
   --tasks niah_single_1,niah_multikey_1 --policy full,streaming:buffer=0,snapkv:pool=avg,kernel=5,buffer=0
   --budget 0.1,0.25 --threads 1 --out ruler-keep)
 "$retain" "${ruler[@]}" 2>/dev/null || fail "eval ruler"
