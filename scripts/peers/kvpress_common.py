@@ -228,7 +228,7 @@ def report(cells, answers, elapsed, scores_file, require_identical, score_name="
         ours = run["generated"] / run["generation_seconds"]
         theirs = answers / elapsed
         print(f"retain: {run['generated']} answers in {run['generation_seconds']:.1f} s (batch "
-              f"size {run['batch_size']}): {ours:.1f}/s; kvpress: {theirs:.1f}/s; retain / kvpress "
+              f"size {run['batch_size']}): {ours:.3g}/s; kvpress: {theirs:.3g}/s; retain / kvpress "
               f"= {ours / theirs:.2f}x")
     full = [c for (p, _), c in cells.items() if p.split(":")[0] == "full"]
     if full and any(c["same"] != c["n"] for c in full):
