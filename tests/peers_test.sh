@@ -95,6 +95,13 @@ rm ruler-chunked/prompts.jsonl
 if PYTHONPATH="$peer_dir" "$python" "$src/scripts/peers/kvpress_ruler.py" --model "$base" \
   --run ruler-chunked > missing.txt 2>&1; then fail "a run without prompts.jsonl was compared"; fi
 grep -q "rerun the retain sweep with --write-prompts" missing.txt || fail "missing: $(cat missing.txt)"
+# A policy kvpress has no press for is refused, never answered by kvpress's full cache.
+"$retain" eval ruler --model "$base" --no-chat --question-mode keep --chunk 0 --lengths 1024 --samples 1 \
+  --tasks niah_single_1 --policy h2o --budget 0.1 --threads 1 --write-prompts --out ruler-h2o 2>/dev/null ||
+  fail "eval ruler h2o"
+if PYTHONPATH="$peer_dir" "$python" "$src/scripts/peers/kvpress_ruler.py" --model "$base" --run ruler-h2o \
+  --policies h2o > h2o.txt 2>&1; then fail "h2o was compared"; fi
+grep -q "the drivers map no kvpress press to it" h2o.txt || fail "h2o: $(cat h2o.txt)"
 
 # Bad input: an unknown peer and a budget outside the prompt are refused with the reason.
 if "$python" "$src/scripts/peers/bench_decode.py" --retain "$retain" --model model --peers vllm \

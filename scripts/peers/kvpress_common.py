@@ -176,7 +176,12 @@ def press_for(policy, budget, context_len):
     """kvpress's press for a retain record's policy and budget (None: the full cache)."""
     if policy.split(":")[0] == "full":
         return None
-    return make_press(policy, resolve_budget(float(budget), context_len), context_len)
+    press = make_press(policy, resolve_budget(float(budget), context_len), context_len)
+    if press is None:
+        # Never the full cache under another policy's name.
+        sys.exit(f"{policy}: the drivers map no kvpress press to it (full, streaming, knorm, "
+                 "snapkv, expected_attention; alloc=adakv or pyramid)")
+    return press
 
 
 def answer_or_fail(model, context_ids, question_ids, press, max_new_tokens, eos_ids, cell):
