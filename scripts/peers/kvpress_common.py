@@ -199,6 +199,19 @@ def answer_or_fail(model, context_ids, question_ids, press, max_new_tokens, eos_
     return tokens
 
 
+def read_jsonl(path, what):
+    """A JSON-lines file's records; a line that is not JSON exits naming the file and line."""
+    rows = []
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    sys.exit(f"{path}:{number}: {what} is not JSON ({e})")
+    return rows
+
+
 def new_cell(cells, policy, budget):
     """The tally of one (policy, budget): answers compared, both tools' summed scores, identical
     answers, kvpress failures."""

@@ -25,7 +25,8 @@ import os
 import sys
 import time
 
-from kvpress_common import answer_or_fail, load_ids, load_model, new_cell, press_for, report
+from kvpress_common import (answer_or_fail, load_ids, load_model, new_cell, press_for,
+                            read_jsonl, report)
 
 
 def ruler_postprocess(text):
@@ -42,18 +43,6 @@ def ruler_string_match(pred, references, every):
     if not references:
         return 0.0
     return sum(found) / len(references) if every else float(any(found))
-
-
-def read_jsonl(path, what):
-    rows = []
-    with open(path) as f:
-        for number, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    sys.exit(f"{path}:{number}: {what} is not JSON ({e})")
-    return rows
 
 
 def main():
@@ -78,6 +67,7 @@ def main():
     config = json.load(open(config_file))  # retain writes its resolved config as JSON
     if config.get("benchmark") != "ruler":
         sys.exit(f"{config_file}: benchmark {config.get('benchmark')!r}, expected 'ruler'")
+    chunk = config.get("chunk", 0)
     prompts = {}
     for p in read_jsonl(prompts_file, "a prompt"):
         prompts[p["unit"]] = p
@@ -85,7 +75,6 @@ def main():
             sys.exit(f"{prompts_file}: {p['unit']} has no context of its own: kvpress compresses "
                      f"the context before the question, retain's --question-mode keep (this run "
                      f"is {config.get('question_mode')!r})")
-        chunk = config.get("chunk", 0)
         if chunk > 0 and p["context_tokens"] > chunk:
             sys.exit(f"{config_file}: --chunk {chunk} is shorter than {p['unit']}'s context of "
                      f"{p['context_tokens']} tokens: retain compressed it after each chunk, kvpress "

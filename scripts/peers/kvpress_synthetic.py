@@ -25,12 +25,12 @@ Install kvpress outside the project's venv (it needs transformers < 5.3):
       --data runs/demo/data/heldout.jsonl --retain runs/keep/predictions.jsonl
 """
 import argparse
-import json
 import os
 import sys
 import time
 
-from kvpress_common import answer_or_fail, load_ids, load_model, new_cell, press_for, report
+from kvpress_common import (answer_or_fail, load_ids, load_model, new_cell, press_for,
+                            read_jsonl, report)
 
 
 def synthetic_prompt(example, turn):
@@ -64,20 +64,10 @@ def main():
                          "(exit 1 otherwise; the full cache always must)")
     args = ap.parse_args()
 
-    examples = {}
-    with open(args.data) as f:
-        for line in f:
-            if line.strip():
-                ex = json.loads(line)
-                examples[ex["id"]] = ex
+    examples = {ex["id"]: ex for ex in read_jsonl(args.data, "a task")}
     wanted = set(args.policies.split(","))
-    rows = []
-    with open(args.retain) as f:
-        for line in f:
-            if line.strip():
-                r = json.loads(line)
-                if r["policy"].split(":")[0] in wanted:
-                    rows.append(r)
+    rows = [r for r in read_jsonl(args.retain, "a prediction")
+            if r["policy"].split(":")[0] in wanted]
     if args.limit:
         ids = sorted(examples)[: args.limit]
         rows = [r for r in rows if r["id"] in ids]
