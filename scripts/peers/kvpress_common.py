@@ -18,6 +18,7 @@ import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, DynamicCache  # noqa: E402
 
 import kvpress  # noqa: E402
+from kvpress.utils import compute_n_kept  # noqa: E402
 
 
 def load_model(model_dir):
@@ -97,6 +98,12 @@ def load_ids(model_dir):
     return SentencePieceIds(model_dir)
 
 
+def add_ties_flag(parser):
+    parser.add_argument("--ties", choices=("topk", "later"), default="topk",
+                        help="how a scoring press orders equal scores: topk (kvpress as shipped: "
+                             "torch.topk's order) or later (retain's: the later entry stays)")
+
+
 def resolve_budget(budget, tokens):
     """retain's eval/cache_factory.cpp resolve_budget."""
     if budget >= 1:
@@ -104,8 +111,36 @@ def resolve_budget(budget, tokens):
     return max(1, int(math.floor(budget * tokens + 0.5)))
 
 
-def make_press(spec, keep, context_len):
-    """kvpress's press for a retain policy spec, keeping `keep` of `context_len` entries."""
+def top_k_ties_to_later(scores, k):
+    """The k largest scores along the last dimension with ties going to the later entry: retain's
+    eval/cache/ranking.cpp rule (a stable sort of the reversed scores), where kvpress takes
+    `torch.topk`'s order, which is unspecified among equal scores."""
+    order = scores.flip(-1).sort(dim=-1, descending=True, stable=True).indices[..., :k]
+    return scores.shape[-1] - 1 - order
+
+
+def _compress_ties_to_later(self, module, hidden_states, keys, values, attentions, kwargs):
+    """kvpress's ScorerPress selection (score, keep compute_n_kept of them per KV head, gather)
+    with retain's tie rule in place of torch.topk."""
+    if self.compression_ratio == 0:
+        return keys, values
+    scores = self.score(module, hidden_states, keys, values, attentions, kwargs)
+    n_kept = compute_n_kept(keys.shape[2], self.compression_ratio)
+    indices = top_k_ties_to_later(scores, n_kept).unsqueeze(-1).expand(-1, -1, -1,
+                                                                      module.head_dim)
+    return keys.gather(2, indices).contiguous(), values.gather(2, indices).contiguous()
+
+
+def make_press(spec, keep, context_len, ties="topk"):
+    """kvpress's press for a retain policy spec, keeping `keep` of `context_len` entries; with
+    ties="later" a scoring press breaks ties as retain does (top_k_ties_to_later)."""
+    press = _make_press(spec, keep, context_len)
+    if ties == "later" and isinstance(press, kvpress.ScorerPress):
+        press.compress = types.MethodType(_compress_ties_to_later, press)
+    return press
+
+
+def _make_press(spec, keep, context_len):
     name, _, opts = spec.partition(":")
     options = dict(kv.split("=") for kv in opts.split(",") if kv)
     # kvpress keeps int(n * (1 - ratio)) entries: aim half an entry above `keep` so that rounding
@@ -172,11 +207,11 @@ def answer(model, context_ids, question_ids, press, max_new_tokens, eos_ids):
     return out_tokens
 
 
-def press_for(policy, budget, context_len):
+def press_for(policy, budget, context_len, ties="topk"):
     """kvpress's press for a retain record's policy and budget (None: the full cache)."""
     if policy.split(":")[0] == "full":
         return None
-    press = make_press(policy, resolve_budget(float(budget), context_len), context_len)
+    press = make_press(policy, resolve_budget(float(budget), context_len), context_len, ties)
     if press is None:
         # Never the full cache under another policy's name.
         sys.exit(f"{policy}: the drivers map no kvpress press to it (full, streaming, knorm, "

@@ -11,8 +11,10 @@ semantics, retain's keep mode), and compares the answers after RULER's post-proc
 control characters to newlines) and its string match (every reference for the needle tasks, any
 one for qa), as in RULER's evaluate.py and retain's data/ruler.cpp. The full cache must agree
 everywhere; where the definitions differ the answers do (retain's snapkv pools votes with a max by
-default: `snapkv:pool=avg,kernel=5` is kvpress's SnapKV). kvpress reads the whole context before
-compressing it: the retain run must too (`--chunk 0`), which this driver checks.
+default: `snapkv:pool=avg,kernel=5` is kvpress's SnapKV), and equal scores may be kept differently
+(knorm's layer-0 key norms tie exactly: `--ties later` selects as retain does). kvpress reads the
+whole context before compressing it: the retain run must too (`--chunk 0`), which this driver
+checks.
 
   retain eval ruler --model M --question-mode keep --chunk 0 --write-prompts \\
       --policy full,streaming,knorm,snapkv:pool=avg,kernel=5 --budget 0.1,0.25 --out runs/keep
@@ -25,8 +27,8 @@ import os
 import sys
 import time
 
-from kvpress_common import (answer_or_fail, load_ids, load_model, new_cell, press_for,
-                            read_jsonl, report)
+from kvpress_common import (add_ties_flag, answer_or_fail, load_ids, load_model, new_cell,
+                            press_for, read_jsonl, report)
 
 
 def ruler_postprocess(text):
@@ -54,6 +56,7 @@ def main():
                     help="policy names to compare (retain specs are matched by name)")
     ap.add_argument("--limit", type=int, default=0,
                     help="the first N samples of each task and length (0: all)")
+    add_ties_flag(ap)
     ap.add_argument("--require-identical", default="",
                     help="comma-separated policy names whose every answer must equal retain's "
                          "(exit 1 otherwise; the full cache always must)")
@@ -106,7 +109,7 @@ def main():
         context_ids, question_ids = p["prompt_ids"][:split], p["prompt_ids"][split:]
         c = new_cell(cells, r["policy"], r["budget"])
         tokens = answer_or_fail(model, context_ids, question_ids,
-                                press_for(r["policy"], r["budget"], len(context_ids)),
+                                press_for(r["policy"], r["budget"], len(context_ids), args.ties),
                                 p["max_new_tokens"], set(p["stop_ids"]), c)
         if tokens is None:
             continue

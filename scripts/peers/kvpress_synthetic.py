@@ -11,9 +11,10 @@ question starts), runs the context under the press, then the question and greedy
 without it, and prints per (policy, budget): exact match of both tools and how many answers are
 identical. The prompts must be as long as retain's records say and the full cache must agree
 everywhere; where the definitions differ the answers do: retain's snapkv pools votes with a max
-by default; `snapkv:pool=avg,kernel=5` is kvpress's SnapKV. kvpress prefills the whole context
-before compressing: run retain's keep mode with a --chunk longer than the context to compare like
-with like. A model with a tokenizer.json (SmolLM2) works the same way.
+by default; `snapkv:pool=avg,kernel=5` is kvpress's SnapKV; equal scores may be kept differently
+(knorm's layer-0 key norms tie exactly: `--ties later` selects as retain does). kvpress prefills
+the whole context before compressing: run retain's keep mode with a --chunk longer than the
+context to compare like with like. A model with a tokenizer.json (SmolLM2) works the same way.
 
 Install kvpress outside the project's venv (it needs transformers < 5.3):
   pip install --target /tmp/kvpress-peer --no-deps kvpress==0.5.5 transformers==5.2.0 \\
@@ -29,8 +30,8 @@ import os
 import sys
 import time
 
-from kvpress_common import (answer_or_fail, load_ids, load_model, new_cell, press_for,
-                            read_jsonl, report)
+from kvpress_common import (add_ties_flag, answer_or_fail, load_ids, load_model, new_cell,
+                            press_for, read_jsonl, report)
 
 
 def synthetic_prompt(example, turn):
@@ -59,6 +60,7 @@ def main():
                     help="policy names to compare (retain specs are matched by name)")
     ap.add_argument("--max-new-tokens", type=int, default=12)
     ap.add_argument("--limit", type=int, default=0, help="examples (0: all)")
+    add_ties_flag(ap)
     ap.add_argument("--require-identical", default="",
                     help="comma-separated policy names whose every answer must equal retain's "
                          "(exit 1 otherwise; the full cache always must)")
@@ -93,7 +95,7 @@ def main():
                      f"retain's {r['prompt_tokens']}: the inputs do not match")
         split = len(tok.prefix) + (len(tok.encode(before)) if before else 0)
         context_ids, question_ids = full_ids[:split], full_ids[split:]
-        press = press_for(r["policy"], r["budget"], len(context_ids))
+        press = press_for(r["policy"], r["budget"], len(context_ids), args.ties)
         c = new_cell(cells, r["policy"], r["budget"])
         tokens = answer_or_fail(model, context_ids, question_ids, press, args.max_new_tokens,
                                 tok.eos, c)
