@@ -135,7 +135,14 @@ def make_press(spec, keep, context_len, ties="topk"):
     """kvpress's press for a retain policy spec, keeping `keep` of `context_len` entries; with
     ties="later" a scoring press breaks ties as retain does (top_k_ties_to_later)."""
     press = _make_press(spec, keep, context_len)
-    if ties == "later" and isinstance(press, kvpress.ScorerPress):
+    if ties == "later" and press is not None:
+        # Only a press that selects through ScorerPress.compress: PyramidKV and AdaKV select with
+        # their own, which this would silently replace with uniform per-head selection.
+        if type(press).compress is not kvpress.ScorerPress.compress:
+            sys.exit(f"--ties later: {spec} is kvpress's {type(press).__name__}, which selects "
+                     "with its own compress; the drivers give retain's tie rule only to presses "
+                     "that select through ScorerPress (knorm, snapkv, streaming, "
+                     "expected_attention without alloc)")
         press.compress = types.MethodType(_compress_ties_to_later, press)
     return press
 
