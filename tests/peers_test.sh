@@ -105,6 +105,15 @@ grep -q "rerun the retain sweep with --write-prompts" missing.txt || fail "missi
 if PYTHONPATH="$peer_dir" "$python" "$src/scripts/peers/kvpress_ruler.py" --model "$base" --run ruler-h2o \
   --policies h2o > h2o.txt 2>&1; then fail "h2o was compared"; fi
 grep -q "the drivers map no kvpress press to it" h2o.txt || fail "h2o: $(cat h2o.txt)"
+# --ties later only replaces ScorerPress's selection: PyramidKV and AdaKV select with their own
+# code, which it would silently make uniform, so they are refused.
+for spec in snapkv:alloc=pyramid knorm:alloc=adakv; do
+  if PYTHONPATH="$peer_dir:$src/scripts/peers" "$python" -c \
+    "import kvpress_common as c; c.make_press('$spec', 10, 100, ties='later')" > ties.txt 2>&1; then
+    fail "--ties later accepted $spec"
+  fi
+  grep -q "selects with its own compress" ties.txt || fail "--ties later, $spec: $(cat ties.txt)"
+done
 
 # Bad input: an unknown peer and a budget outside the prompt are refused with the reason.
 if "$python" "$src/scripts/peers/bench_decode.py" --retain "$retain" --model model --peers vllm \
