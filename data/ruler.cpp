@@ -161,7 +161,7 @@ RulerSample niah(const std::string& task, int64_t units, Rng& rng, const RulerSo
       c.haystack == "essay" && sources.essay_words.empty() ? "noise" : c.haystack;
   const std::string plural = c.value_type;  // the needles always say "numbers" / "uuids"
   std::vector<std::string> keys, needles;
-  std::vector<std::vector<std::string>> values;
+  std::vector<std::vector<std::string>> values, key_needles;  // [key][value]
   std::set<std::string> used;
   for (int64_t i = 0; i < c.keys; ++i) {
     std::string key;
@@ -169,10 +169,12 @@ RulerSample niah(const std::string& task, int64_t units, Rng& rng, const RulerSo
     while (!used.insert(key).second);
     keys.push_back(key);
     values.emplace_back();
+    key_needles.emplace_back();
     for (int64_t j = 0; j < c.values; ++j) {
       values.back().push_back(draw(rng, c.value_type));
       needles.push_back("One of the special magic " + plural + " for " + key +
                         " is: " + values.back().back() + ".");
+      key_needles.back().push_back(needles.back());
     }
   }
   rng.shuffle(needles);
@@ -214,6 +216,7 @@ RulerSample niah(const std::string& task, int64_t units, Rng& rng, const RulerSo
   for (int64_t i : rng.sample(c.keys, c.queries)) {
     queries.push_back(keys[i]);
     for (const auto& v : values[i]) s.outputs.push_back(v);
+    for (const auto& needle : key_needles[i]) s.needles.push_back(needle);
   }
   std::string query = queries.front();
   if (queries.size() > 1) {
@@ -243,7 +246,7 @@ RulerSample niah(const std::string& task, int64_t units, Rng& rng, const RulerSo
 // One chain of hops + 1 distinct variables: "VAR A = 12345", then "VAR B = VAR A " ... (RULER's
 // statements end in a space), hidden in `noises` lines of noise.
 struct Chain {
-  std::vector<std::string> names;
+  std::vector<std::string> names, statements;
   std::string value, text;
 };
 
@@ -266,6 +269,7 @@ Chain variable_chain(Rng& rng, int64_t noises, int64_t name_length, int64_t hops
   std::vector<std::string> lines(static_cast<size_t>(total), kNoise);
   for (size_t j = 0; j < statements.size(); ++j) lines[at[j]] = statements[j];
   c.text = join(lines, "\n");
+  c.statements = std::move(statements);
   return c;
 }
 
@@ -292,6 +296,7 @@ RulerSample variable_tracking(int64_t noises, int64_t example_noises, Rng& rng) 
   s.question = vt_question(chain.value);
   s.answer_prefix = vt_prefix(chain.value, kHops + 1);
   s.outputs = chain.names;
+  for (const auto& line : chain.statements) s.needles.push_back(line);
   return s;
 }
 
@@ -417,6 +422,7 @@ RulerSample question_answering(const RulerQa& qa, const std::vector<std::string>
   s.question = std::string(kQaInstruction) + "\n\nQuestion: " + qa.question;
   s.answer_prefix = " Answer:";
   s.outputs = qa.answers;
+  s.needles = qa.gold;
   return s;
 }
 
@@ -636,6 +642,17 @@ std::vector<RulerSample> make_ruler(const std::string& task, int64_t length, int
                    length, " tokens: its smallest prompt takes ", tokens, " and the answer ",
                    max_new, "; raise --lengths");
     }
+    // The needles in context order (a shuffled haystack puts them anywhere); each must be there.
+    std::vector<std::pair<size_t, std::string>> placed;
+    for (auto& needle : s.needles) {
+      const size_t at = s.context.find(needle);
+      RETAIN_CHECK(at != std::string::npos, "ruler: ", task, " sample ", i,
+                   ": a needle is not in its context (internal): ", needle.substr(0, 80));
+      placed.emplace_back(at, std::move(needle));
+    }
+    std::sort(placed.begin(), placed.end());
+    s.needles.clear();
+    for (auto& [at, needle] : placed) s.needles.push_back(std::move(needle));
     s.id = task + "-" + std::to_string(length) + "-" + std::to_string(i);
     s.task = task;
     s.length = length;

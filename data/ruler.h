@@ -53,6 +53,10 @@ struct RulerSample {
   std::vector<std::string> outputs;  // the references
   int64_t max_new_tokens = 0;
   std::string haystack;  // niah / vt: noise | essay | needle (what was used)
+  // The passages of the context that hold the answer, in context order: niah the queried keys'
+  // needles, vt the chain's assignments, qa the gold documents; none for cwe and fwe, whose
+  // answer is the whole list. Each occurs in the context (a depth-vs-recall analysis finds them).
+  std::vector<std::string> needles;
 
   std::string prompt() const { return context + question + answer_prefix; }
 };

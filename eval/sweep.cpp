@@ -97,14 +97,30 @@ fs::path start_run_dir(const std::string& out, const Json& config) {
   return dir;
 }
 
-int64_t question_start(const Tokenizer& tokenizer, const std::string& text,
-                       const std::string& question, bool with_bos) {
-  size_t at = text.rfind(question);
-  RETAIN_CHECK(at != std::string::npos, "the question is not in the prompt (internal)");
+namespace {
+// The token count of text[0, at) as a prefix of the encoded text (plus BOS when with_bos).
+int64_t tokens_before(const Tokenizer& tokenizer, const std::string& text, size_t at,
+                      bool with_bos) {
   const std::string before = text.substr(0, at);
   int64_t count = before.empty() ? 0 : static_cast<int64_t>(tokenizer.encode(before).size());
   if (with_bos) count += static_cast<int64_t>(tokenizer.prefix_ids().size());
   return count;
+}
+}  // namespace
+
+int64_t question_start(const Tokenizer& tokenizer, const std::string& text,
+                       const std::string& question, bool with_bos) {
+  size_t at = text.rfind(question);
+  RETAIN_CHECK(at != std::string::npos, "the question is not in the prompt (internal)");
+  return tokens_before(tokenizer, text, at, with_bos);
+}
+
+int64_t token_index_at(const Tokenizer& tokenizer, const std::string& text, size_t at,
+                       bool with_bos) {
+  RETAIN_CHECK(at < text.size(), "token_index_at: byte ", at, " is past the text's ", text.size(),
+               " (internal)");
+  if (at > 0 && text[at - 1] == ' ') --at;
+  return tokens_before(tokenizer, text, at, with_bos);
 }
 
 std::vector<int64_t> stop_ids(const ModelConfig& config, const Tokenizer* tokenizer) {

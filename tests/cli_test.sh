@@ -74,7 +74,7 @@ PY
 # and kvpress's leaderboard layout.
 check eval-ruler "$retain" eval ruler --model "$model" --lengths 1024 --samples 2 \
   --tasks niah_single_1,niah_multivalue,vt,cwe,fwe --policy full,snapkv,expected_attention:alloc=adakv \
-  --budget 0.5 --out "$work/ruler"
+  --budget 0.5 --write-prompts --out "$work/ruler"
 python3 - "$work/ruler" <<'PY' || failures=$((failures + 1))
 import csv, json, sys
 d = sys.argv[1]
@@ -105,6 +105,36 @@ for r in rows[1:]:
         assert abs(m[k + "_vs_full"] - (m[k] - full[k])) < 0.02, (k, m, full)
         assert iv[k + "_vs_full"][0] - 1e-9 <= m[k + "_vs_full"] <= iv[k + "_vs_full"][1] + 1e-9, (k, iv)
 print("ok   eval ruler: per-task scores, their mean, intervals and leaderboard.csv")
+PY
+# Each record says where its needles start in the prompt: the prompt's tokens from there decode
+# to the needle (the model's tokenizer and chat template, through `retain tokenize --decode`).
+python3 - "$work/ruler" "$retain" "$model" <<'PY' || failures=$((failures + 1))
+import json, subprocess, sys
+d, retain, model = sys.argv[1:]
+prompts = {p["unit"]: p["prompt_ids"] for p in map(json.loads, open(d + "/prompts.jsonl"))}
+records = [json.loads(l) for l in open(d + "/predictions.jsonl")]
+needles = {"niah_single_1": 1, "niah_multivalue": 4, "vt": 5, "cwe": 0, "fwe": 0}
+starts = {"niah_single_1": "One of the special magic", "niah_multivalue": "One of the special magic", "vt": "VAR "}
+for r in records:
+    at = r["needle_tokens"]
+    assert len(at) == needles[r["task"]] and at == sorted(at), r
+    assert all(0 < p < r["prompt_tokens"] for p in at), r
+def tokenize(*args):
+    return subprocess.run([retain, "tokenize", "--model", model, *args], check=True,
+                          capture_output=True, text=True).stdout.rstrip("\n")
+# One decode per record: each needle's first 40 tokens, the pieces separated by a marker.
+marker = [int(i) for i in tokenize("--ids", "--text", "\n#@#\n").split(",")]
+for r in records:
+    if r["policy"] != "full" or r["task"] not in starts:
+        continue
+    ids, pieces = prompts[r["id"]], []
+    for p in r["needle_tokens"]:
+        pieces += ids[p:p + 40] + marker
+    texts = tokenize("--skip-special", "--decode", ",".join(map(str, pieces))).split("#@#")[:-1]
+    assert len(texts) == len(r["needle_tokens"]), (r["id"], texts)
+    for p, text in zip(r["needle_tokens"], texts):
+        assert text.strip("\n").lstrip(" ").startswith(starts[r["task"]]), (r["id"], p, text)
+print("ok   eval ruler: needle_tokens point at each needle's first token")
 PY
 # eval score gives the sweep's metrics and intervals again from predictions.jsonl alone.
 check eval-score-ruler "$retain" eval score --benchmark ruler --predictions "$work/ruler/predictions.jsonl" --out "$work/ruler-rescored"

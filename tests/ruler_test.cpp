@@ -7,6 +7,8 @@
 #include <regex>
 
 #include "data/ruler.h"
+#include "eval/sweep.h"
+#include "model/tokenizers/tokenizer.h"
 #include "test_util.h"
 
 namespace retain {
@@ -57,6 +59,20 @@ TEST(Ruler, NeedlesAnswerTheQuestion) {
         EXPECT_NE(s.question.find(m[1].str()), std::string::npos) << s.id;
         EXPECT_NE(s.answer_prefix.find(m[1].str()), std::string::npos) << s.id;
       }
+      // The needles are the queried keys' sentences, one per reference, in context order.
+      ASSERT_EQ(s.needles.size(), s.outputs.size()) << s.id;
+      size_t last = 0;
+      for (const auto& needle : s.needles) {
+        const size_t at = s.context.find(needle);
+        ASSERT_NE(at, std::string::npos) << s.id << " " << needle;
+        EXPECT_GE(at, last) << s.id;
+        last = at;
+        EXPECT_EQ(std::count_if(
+                      s.outputs.begin(), s.outputs.end(),
+                      [&](const std::string& v) { return needle.find(v) != std::string::npos; }),
+                  1)
+            << s.id << " " << needle;
+      }
       if (std::string(task) == "niah_multivalue") {
         EXPECT_EQ(s.outputs.size(), 4u);
       }
@@ -93,12 +109,17 @@ TEST(Ruler, VariableChainsCommonAndFrequentWords) {
       EXPECT_NE(s.context.find("VAR " + s.outputs[j + 1] + " = VAR " + s.outputs[j] + " "),
                 std::string::npos)
           << s.id << " hop " << j;
+    // The chain's five assignments are its needles, in order, after the worked example.
+    ASSERT_EQ(s.needles.size(), 5u) << s.id;
+    EXPECT_EQ(s.needles[0], "VAR " + s.outputs[0] + " = " + value);
+    EXPECT_GT(s.context.find(s.needles[0]), s.context.rfind("Memorize and track")) << s.id;
     // The worked example comes first, with its answer.
     EXPECT_EQ(occurrences(s.context, "Memorize and track the chain(s)"), 2);
     EXPECT_EQ(occurrences(s.context, "5 variables are assigned the value"), 1);
   }
   for (const auto& s : make_ruler("cwe", 4096, 2, 3, bytes_over_four, none)) {
     ASSERT_EQ(s.outputs.size(), 10u);
+    EXPECT_TRUE(s.needles.empty()) << s.id;  // the answer is the whole list
     // The main list is the last one: each common word 30 times, any other 3 times.
     const std::string list = s.context.substr(s.context.rfind("Memorize the ones that appear"));
     for (const auto& w : s.outputs)
@@ -152,6 +173,8 @@ TEST(Ruler, QuestionAnsweringAndEssaysFromTheUsersFiles) {
     EXPECT_NE(s.context.find("The river Zorn flows north"), std::string::npos);
     EXPECT_NE(s.context.find("Document 1:\n"), std::string::npos);
     EXPECT_EQ(s.answer_prefix, " Answer:");
+    EXPECT_EQ(s.needles,
+              std::vector<std::string>{"The river Zorn flows north past the mill of Abel."});
     EXPECT_NE(s.question.find("Question: Which way does the Zorn flow?"), std::string::npos);
   }
   const auto essay = make_ruler("niah_single_2", 1024, 1, 1, bytes_over_four, sources).front();
@@ -168,6 +191,46 @@ TEST(Ruler, QuestionAnsweringAndEssaysFromTheUsersFiles) {
   EXPECT_ERROR_CONTAINS(read_ruler_sources("", broken.string(), ""), "broken.json");
   EXPECT_ERROR_CONTAINS(make_ruler("niah_single_9", 512, 1, 1, bytes_over_four, sources),
                         "unknown task 'niah_single_9'");
+}
+
+// token_index_at on real tokenizers (byte-level BPE with two regexes, SentencePiece-style BPE):
+// each needle of a noise, essay and vt prompt starts at the token it names. The prompt's tokens
+// before it decode to exactly the text before it (so no token straddles the boundary), and the
+// tokens from it on decode to the needle (after the one space a word's token carries).
+TEST(Ruler, NeedleTokenIndexIsWhereTheNeedleStarts) {
+  RulerSources essays;
+  for (int i = 0; i < 300; ++i)
+    for (const char* w : {"Essay", "sentence", "number", "says", "little."})
+      essays.essay_words.push_back(w);
+  for (const char* name : {"bytelevel_llama3", "bytelevel_qwen2", "spm_bpe_bytefallback"}) {
+    const auto tok = load_tokenizer(testing::fixture_dir("tokenizers") / name);
+    const auto count = [&](const std::string& text) {
+      return static_cast<int64_t>(tok->encode(text).size());
+    };
+    int64_t checked = 0;
+    for (const auto& task : {"niah_single_1", "niah_single_2", "niah_multivalue", "vt"})
+      for (const auto& s : make_ruler(task, 1024, 2, 5, count, essays)) {
+        const std::string text = s.prompt();
+        const std::vector<int64_t> ids = tok->encode_prompt(text);
+        const auto bos = static_cast<int64_t>(tok->prefix_ids().size());
+        for (const auto& needle : s.needles) {
+          size_t at = s.context.find(needle);
+          const int64_t index = token_index_at(*tok, text, at, /*with_bos=*/true);
+          ASSERT_GT(index, bos) << name << " " << s.id;
+          ASSERT_LT(index, static_cast<int64_t>(ids.size())) << name << " " << s.id;
+          if (text[at - 1] == ' ') --at;
+          EXPECT_EQ(tok->decode(std::vector<int64_t>(ids.begin() + bos, ids.begin() + index), true),
+                    text.substr(0, at))
+              << name << " " << s.id << " " << needle;
+          std::string from =
+              tok->decode(std::vector<int64_t>(ids.begin() + index, ids.end()), true);
+          if (!from.empty() && from[0] == ' ') from.erase(0, 1);
+          EXPECT_EQ(from.rfind(needle, 0), 0u) << name << " " << s.id << ": " << from.substr(0, 60);
+          ++checked;
+        }
+      }
+    EXPECT_EQ(checked, 2 * (1 + 1 + 4 + 5)) << name;
+  }
 }
 
 TEST(Ruler, StringMatchIsRulers) {

@@ -170,6 +170,15 @@ class RulerBenchmark final : public Benchmark {
           samples_.push_back(std::move(s));
         }
       }
+    // Where each needle starts in the prompt, for depth-vs-recall analyses of the records.
+    for (const RulerSample& s : samples_) {
+      const PromptText p = prompt_text(s);
+      std::vector<int64_t> at;
+      for (const auto& needle : s.needles)
+        at.push_back(
+            token_index_at(tokenizer, p.text, p.context_start + s.context.find(needle), p.bos));
+      needle_tokens_.push_back(std::move(at));
+    }
   }
 
   Json config() const override {
@@ -186,23 +195,15 @@ class RulerBenchmark final : public Benchmark {
 
   GenerationRequest request(size_t i, const UnitContext& c) const override {
     const RulerSample& s = samples_[i];
+    const PromptText p = prompt_text(s);
     GenerationRequest q;
     q.max_new_tokens = s.max_new_tokens;
-    // The answer prefix follows the assistant header with a chat template, as kvpress puts it.
-    if (use_chat_) {
-      const std::string text = render(s.context + s.question, s.answer_prefix);
-      q.prompt = c.tokenizer.encode(text);
-      if (o_.question_mode == "keep")
-        q.context_tokens =
-            question_start(c.tokenizer, text, text.substr(chat_prefix_length(s)), false);
-    } else {
-      const std::string text = s.prompt();
-      q.prompt = c.tokenizer.encode_prompt(text);
-      if (o_.question_mode == "keep")
-        q.context_tokens =
-            question_start(c.tokenizer, text, s.question + s.answer_prefix, /*with_bos=*/true);
+    q.prompt = use_chat_ ? c.tokenizer.encode(p.text) : c.tokenizer.encode_prompt(p.text);
+    if (o_.question_mode == "keep") {
+      q.context_tokens = question_start(c.tokenizer, p.text,
+                                        p.text.substr(p.context_start + s.context.size()), p.bos);
+      q.budget_tokens = q.context_tokens;
     }
-    if (o_.question_mode == "keep") q.budget_tokens = q.context_tokens;
     return q;
   }
 
@@ -213,6 +214,7 @@ class RulerBenchmark final : public Benchmark {
     fields.update({{"id", s.id},
                    {"task", s.task},
                    {"length", s.length},
+                   {"needle_tokens", needle_tokens_[i]},
                    {"outputs", s.outputs},
                    {"pred", pred},
                    {"score", ruler_string_match(pred, s.outputs, !ruler_uses_match_part(s.task))}});
@@ -261,21 +263,31 @@ class RulerBenchmark final : public Benchmark {
     options.enable_thinking = false;
     return chat_->render({{"user", user}}, options) + after;
   }
-  // Where the question starts in the rendered prompt: the text before it is the template's
-  // opening and the context.
-  size_t chat_prefix_length(const RulerSample& s) const {
+  // A sample's prompt as text: with a chat template the rendered turn (the answer prefix after
+  // the assistant header, as kvpress puts it), else BOS (when the tokenizer adds one) + the
+  // prompt. The context starts at byte `context_start`; the question follows it.
+  struct PromptText {
+    std::string text;
+    size_t context_start = 0;
+    bool bos = false;  // the encoding starts with the tokenizer's prefix ids
+  };
+  PromptText prompt_text(const RulerSample& s) const {
+    if (!use_chat_) return {s.prompt(), 0, true};
     const std::string opening = render("", "");
-    const std::string text = render(s.context + s.question, s.answer_prefix);
+    std::string text = render(s.context + s.question, s.answer_prefix);
     // The user turn starts where the empty render and the full one first differ.
     size_t start = 0;
     while (start < opening.size() && start < text.size() && opening[start] == text[start]) ++start;
-    return start + s.context.size();
+    RETAIN_CHECK(text.compare(start, s.context.size(), s.context) == 0, "eval ruler: ", s.id,
+                 ": the chat template does not put the prompt's text verbatim in the user turn");
+    return {std::move(text), start, false};
   }
 
   RulerEvalOptions o_;
   RulerSources sources_;
   std::vector<std::string> tasks_;
   std::vector<RulerSample> samples_;
+  std::vector<std::vector<int64_t>> needle_tokens_;  // [sample]: token_index_at of each needle
   std::map<std::string, std::string> haystacks_;
   bool use_chat_ = false;
   std::optional<ChatTemplate> chat_;
