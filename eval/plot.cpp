@@ -39,11 +39,12 @@ void check_cairo(cairo_status_t status, const fs::path& path) {
                cairo_status_to_string(status));
 }
 
+using Surface = std::unique_ptr<cairo_surface_t, decltype(&cairo_surface_destroy)>;
+using Context = std::unique_ptr<cairo_t, decltype(&cairo_destroy)>;
+
 // One drawing into DIR/STEM.png and DIR/STEM.svg, each written atomically.
 void write_figure(const fs::path& dir, const std::string& stem, int width, int height,
                   const Draw& draw) {
-  using Surface = std::unique_ptr<cairo_surface_t, decltype(&cairo_surface_destroy)>;
-  using Context = std::unique_ptr<cairo_t, decltype(&cairo_destroy)>;
   write_file_atomic(dir / (stem + ".png"), [&](const fs::path& tmp) {
     // Drawn at twice the size: crisp on high-density screens and in slides.
     Surface surface(cairo_image_surface_create(CAIRO_FORMAT_RGB24, 2 * width, 2 * height),
@@ -137,7 +138,7 @@ bool is_percent_metric(const std::string& metric, double lo, double hi) {
 
 // The y axis of a panel: 0-100 for percentages, else the data's range (intervals included)
 // with a margin.
-Axis y_axis(const std::vector<const ScoreRow*>& rows, const std::string& metric) {
+Axis y_axis(const std::vector<const ScoreRow*>& rows, const std::string& metric, bool percent) {
   double lo = 1e300, hi = -1e300;
   for (const ScoreRow* r : rows) {
     if (!r->metrics.contains(metric) || !r->metrics[metric].is_number()) continue;
@@ -147,7 +148,8 @@ Axis y_axis(const std::vector<const ScoreRow*>& rows, const std::string& metric)
       lo = std::min(lo, iv->first), hi = std::max(hi, iv->second);
   }
   if (lo > hi) return {0, 1, false};
-  if (is_percent_metric(metric, lo, hi)) return {0, 100, false};
+  if (lo >= 0 && hi <= 100 && (percent || is_percent_metric(metric, lo, hi)))
+    return {0, 100, false};
   if (lo == hi) lo -= 1, hi += 1;
   const double pad = 0.06 * (hi - lo);
   return {lo - pad, hi + pad, false};
@@ -218,6 +220,30 @@ Layout layout(const std::vector<ScoreRow>& rows) {
   return out;
 }
 
+// The labels the legend shows: the full cache rows first, then every series.
+std::vector<std::string> legend_labels(const Layout& l) {
+  std::vector<std::string> out;
+  for (const ScoreRow* r : l.full) out.push_back(r->policy + " cache");
+  for (const auto& s : l.series) out.push_back(s.label);
+  return out;
+}
+
+// The width the legend takes right of its swatches' left edge: room for its longest label (a
+// policy told apart by its gate file can be long), at least 200 px.
+double legend_room(const Layout& l) {
+  Surface scratch(cairo_image_surface_create(CAIRO_FORMAT_RGB24, 1, 1), cairo_surface_destroy);
+  Context cr(cairo_create(scratch.get()), cairo_destroy);
+  cairo_select_font_face(cr.get(), kFont, CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+  cairo_set_font_size(cr.get(), 11);
+  double widest = 0;
+  for (const auto& label : legend_labels(l)) {
+    cairo_text_extents_t ext;
+    cairo_text_extents(cr.get(), label.c_str(), &ext);
+    widest = std::max(widest, ext.x_advance);
+  }
+  return std::max(200.0, 28 + widest + 14);
+}
+
 // The legend, top-down from (x, y): the full cache rows first, then every series.
 void legend(cairo_t* cr, const Layout& l, double x, double y) {
   cairo_set_line_width(cr, 1.8);
@@ -271,11 +297,11 @@ Axis budget_axis(const Layout& l) {
   return {lo - pad, hi + pad, false};
 }
 
-void draw_panel(cairo_t* cr, const Layout& l, const PlotPanel& panel, const Axis& xa,
+void draw_panel(cairo_t* cr, const Layout& l, const PlotPanel& panel, bool percent, const Axis& xa,
                 const std::set<double>& budgets, double x0, double y0, double x1, double y1) {
   std::vector<const ScoreRow*> all = l.full;
   for (const auto& s : l.series) all.insert(all.end(), s.rows.begin(), s.rows.end());
-  const Axis ya = y_axis(all, panel.metric);
+  const Axis ya = y_axis(all, panel.metric, percent);
   frame_and_grid(cr, x0, y0, x1, y1, ya);
   set_color(cr, {0, 0, 0});
   text(cr, (x0 + x1) / 2, y0 - 7, panel.label, 12, Align::kCenter, /*bold=*/true);
@@ -346,7 +372,8 @@ void draw_score_figure(cairo_t* cr, const Layout& l, const PlotSpec& spec, int w
   for (size_t i = 0; i < spec.panels.size(); ++i) {
     const double px = 70 + static_cast<double>(i % columns) * (panel_w + 60);
     const double py = 70 + static_cast<double>(i / columns) * (panel_h + 70);
-    draw_panel(cr, l, spec.panels[i], xa, budgets, px, py, px + panel_w, py + panel_h);
+    draw_panel(cr, l, spec.panels[i], spec.percent, xa, budgets, px, py, px + panel_w,
+               py + panel_h);
     set_color(cr, {0.15, 0.15, 0.15});
     text(cr, px + panel_w / 2, py + panel_h + 32,
          shares ? "budget (share of the prompt)" : "budget (KV entries per head)", 10,
@@ -354,7 +381,7 @@ void draw_score_figure(cairo_t* cr, const Layout& l, const PlotSpec& spec, int w
     if (i % columns == 0)
       text(cr, px - 48, py + panel_h / 2, spec.y_label, 10, Align::kCenter, false, -M_PI / 2);
   }
-  legend(cr, l, width - 200, 80);
+  legend(cr, l, width - legend_room(l), 80);
 }
 
 void draw_memory_figure(cairo_t* cr, const Layout& l, const PlotSpec& spec, int width, int height) {
@@ -376,8 +403,8 @@ void draw_memory_figure(cairo_t* cr, const Layout& l, const PlotSpec& spec, int 
       lo = std::min(lo, *m), hi = std::max(hi, *m);
   if (lo > hi) lo = 1, hi = 10;
   const Axis xa{lo / 1.3, hi * 1.3, true};
-  const Axis ya = y_axis(all, metric);
-  const double x0 = 80, y0 = 60, x1 = width - 230, y1 = height - 60;
+  const Axis ya = y_axis(all, metric, spec.percent);
+  const double x0 = 80, y0 = 60, x1 = width - legend_room(l) - 30, y1 = height - 60;
   frame_and_grid(cr, x0, y0, x1, y1, ya);
   set_color(cr, {0.25, 0.25, 0.25});
   for (double decade = std::pow(10.0, std::floor(std::log10(xa.lo))); decade <= xa.hi; decade *= 10)
@@ -429,7 +456,7 @@ void draw_memory_figure(cairo_t* cr, const Layout& l, const PlotSpec& spec, int 
       error_bar(cr, x, ya.map(iv->first, y1, y0), ya.map(iv->second, y1, y0));
     text(cr, x - 8, y - 8, r->policy + " cache", 10, Align::kRight);
   }
-  legend(cr, l, width - 200, 80);
+  legend(cr, l, width - legend_room(l), 80);
 }
 
 std::pair<std::string, std::vector<std::pair<std::string, std::string>>> split_spec(
@@ -497,7 +524,8 @@ void write_score_plots(const fs::path& dir, const std::vector<ScoreRow>& rows,
   const int columns = n == 1 ? 1 : n <= 4 ? 2 : 3;
   const int panel_rows = (n + columns - 1) / columns;
   const double panel_w = 300, panel_h = 210;
-  const int width = static_cast<int>(70 + columns * (panel_w + 60) + 170);
+  // The legend starts 30 px into the last column's gap, as wide as its longest label needs.
+  const int width = static_cast<int>(70 + columns * (panel_w + 60) + legend_room(l) - 30);
   const int height = static_cast<int>(70 + panel_rows * (panel_h + 70) + 10);
   write_figure(dir, "plot", width, height, [&](cairo_t* cr) {
     draw_score_figure(cr, l, spec, width, columns, panel_w, panel_h);
@@ -506,9 +534,18 @@ void write_score_plots(const fs::path& dir, const std::vector<ScoreRow>& rows,
   const bool any = std::any_of(rows.begin(), rows.end(), [&](const ScoreRow& r) {
     return r.metrics.contains(spec.memory_metric) && r.metrics[spec.memory_metric].is_number();
   });
+  const int memory_width = static_cast<int>(660 + legend_room(l));
   if (any)
-    write_figure(dir, "memory", 860, 480,
-                 [&](cairo_t* cr) { draw_memory_figure(cr, l, spec, 860, 480); });
+    write_figure(dir, "memory", memory_width, 480,
+                 [&](cairo_t* cr) { draw_memory_figure(cr, l, spec, memory_width, 480); });
+}
+
+std::pair<double, double> panel_y_range(const std::vector<ScoreRow>& rows,
+                                        const std::string& metric, bool percent) {
+  std::vector<const ScoreRow*> all;
+  for (const auto& r : rows) all.push_back(&r);
+  const Axis a = y_axis(all, metric, percent);
+  return {a.lo, a.hi};
 }
 
 }  // namespace retain

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/fs.h"
@@ -27,10 +28,19 @@ struct PlotSpec {
   std::string y_label;  // e.g. "exact match (%)"
   std::vector<PlotPanel> panels;
   std::string memory_metric;  // e.g. "peak_kv_bytes"; empty: no memory figure
+  // Every panel's metric is a percentage (RULER's and LongBench's task scores): the y axes run
+  // from 0 to 100 whatever the data span, so panels and runs compare at a glance.
+  bool percent = false;
 };
 
 void write_score_plots(const fs::path& dir, const std::vector<ScoreRow>& rows,
                        const PlotSpec& spec);
+
+// The y range a panel of `metric` gets: 0-100 for a percentage (`percent`, or a metric named as
+// one, e.g. em_*, *acc*) whose values and intervals lie within it, else the data's range with a
+// 6% margin.
+std::pair<double, double> panel_y_range(const std::vector<ScoreRow>& rows,
+                                        const std::string& metric, bool percent);
 
 // How the i-th policy of a figure is drawn: a colour of Tableau 10 and a marker; past the ten
 // colours the markers change (a circle for the first ten series, then a square, then a triangle),

@@ -6,7 +6,7 @@ retain="$1"; src="$2"; work="$3"
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 ln -s "$src/core" core && ln -s "$src/model" model && ln -s "$src/recipes" recipes
 for r in "$src"/recipes/*.yaml "$src"/recipes/demo/{trimkv,dbtrimkv,locret,kvzap}.yaml \
-         "$src"/recipes/smollm2/{trimkv,dbtrimkv,locret,kvzap}.yaml; do
+         "$src"/recipes/smollm2/{trimkv,dbtrimkv,dbtrimkv-long,locret,kvzap}.yaml; do
   # train.steps=0 is rejected after resolution, so this checks the keys without training.
   out=$("$retain" train "$r" train.steps=0 2>&1)
   if echo "$out" | grep -q "unknown recipe key"; then echo "FAIL $r: $out"; exit 1; fi

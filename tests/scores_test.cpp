@@ -184,6 +184,46 @@ TEST(Plot, WritesSmallMultiplesAndTheMemoryFigureAsPngAndSvg) {
   EXPECT_THROW(write_score_plots(dir, rows, {"t", "y", {}, ""}), Error);
 }
 
+// A task score (RULER's niah_single_1, LongBench's narrativeqa) spans 0-100 when the plot says its
+// metrics are percentages, so panels of one figure and figures of two runs read alike; without
+// that, or with a value outside 0-100, the axis is the data's range with a margin.
+TEST(Plot, PercentPanelsSpanZeroToAHundred) {
+  std::vector<ScoreRow> rows = {
+      score_row("full", std::nullopt, {{"niah_single_1", 56.0}}),
+      score_row("snapkv", 0.1,
+                {{"niah_single_1", 12.5}, {"intervals", {{"niah_single_1", {5.0, 20.0}}}}})};
+  EXPECT_EQ(panel_y_range(rows, "niah_single_1", true), std::make_pair(0.0, 100.0));
+  const auto [lo, hi] = panel_y_range(rows, "niah_single_1", false);
+  EXPECT_NEAR(lo, 5.0 - 0.06 * 51.0, 1e-9);
+  EXPECT_NEAR(hi, 56.0 + 0.06 * 51.0, 1e-9);
+  EXPECT_EQ(panel_y_range(rows, "em_kv", false), std::make_pair(0.0, 1.0));  // no data: 0-1
+  rows.push_back(score_row("h2o", 0.1, {{"niah_single_1", 130.0}}));
+  EXPECT_GT(panel_y_range(rows, "niah_single_1", true).second, 130.0);
+}
+
+// The legend makes room for its longest label: two gate files of one policy are told apart by
+// their names, which may be long; the figure widens rather than cutting the name off.
+TEST(Plot, TheFigureWidensForALongLegendLabel) {
+  const auto png_width = [](const fs::path& png) {
+    const std::string bytes = read_all(png);  // IHDR: the width at bytes 16-19, big-endian
+    EXPECT_GT(bytes.size(), 24u);
+    uint32_t w = 0;
+    for (int i = 16; i < 20; ++i) w = (w << 8) | static_cast<unsigned char>(bytes[i]);
+    return w;
+  };
+  const auto width_with = [&](const std::string& gate_file) {
+    testing::TempDir tmp;
+    std::vector<ScoreRow> rows = {score_row("full", std::nullopt, {{"em", 50.0}})};
+    for (const std::string& gates : std::vector<std::string>{"g.safetensors", gate_file})
+      rows.push_back(score_row("dbtrimkv:gates=" + gates, 0.1, {{"em", 40.0}}));
+    write_score_plots(tmp.path(), rows, {"t", "y", {{"em", "all"}}, "peak_kv_bytes"});
+    return png_width(tmp.path() / "plot.png");
+  };
+  const uint32_t short_name = width_with("h.safetensors");
+  const uint32_t long_name = width_with("dbtrimkv-fine-tuned-on-3072-token-rows.safetensors");
+  EXPECT_GT(long_name, short_name + 2 * 150);  // drawn at 2x; ~40 more characters at 11 px
+}
+
 // The demo draws 11 budgeted policies against a palette of 10 colours: the eleventh shares the
 // first one's colour and must differ in its marker. Every pair of the first 30 series differs.
 TEST(Plot, SeriesPastThePaletteDifferInTheirMarkers) {

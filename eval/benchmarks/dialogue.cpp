@@ -161,7 +161,8 @@ class Dialogue final : public Benchmark {
     return {"dialogue",
             "score (x 100)",
             {{"f1", "F1"}, {"em", "exact match"}, {"rouge_l", "ROUGE-L"}},
-            ""};
+            "",
+            true};
   }
 
  private:

@@ -204,7 +204,7 @@ class LongBench final : public Benchmark {
                              [](size_t i) { return str_cat("predictions.jsonl record ", i); });
   }
   PlotSpec plot() const override {
-    PlotSpec spec{o_.e ? "LongBench-E" : "LongBench", "score", {{"avg", "average"}}, ""};
+    PlotSpec spec{o_.e ? "LongBench-E" : "LongBench", "score", {{"avg", "average"}}, "", true};
     for (const auto& d : datasets_) spec.panels.push_back({d, d});
     return spec;
   }
@@ -245,6 +245,7 @@ BenchmarkScoring longbench_scoring() {
   s.figure = [](const std::vector<ScoreRow>& rows, PlotSpec& plot, std::vector<std::string>&) {
     // One panel per dataset; LongBench-E's length buckets ("hotpotqa/0-4k") stay in the table.
     plot.panels = {{"avg", "overall"}};
+    plot.percent = true;
     add_metric_panels(rows, plot,
                       [](const std::string& m) { return m.find('/') == std::string::npos; });
   };

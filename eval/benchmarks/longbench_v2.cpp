@@ -170,7 +170,8 @@ class LongBenchV2 final : public Benchmark {
              {"short", "short"},
              {"medium", "medium"},
              {"long", "long"}},
-            ""};
+            "",
+            true};
   }
 
  private:
@@ -211,6 +212,7 @@ BenchmarkScoring longbench_v2_scoring() {
     return longbench_v2_metrics(records, where);
   };
   s.figure = [](const std::vector<ScoreRow>& rows, PlotSpec& plot, std::vector<std::string>&) {
+    plot.percent = true;
     add_metric_panels(rows, plot,
                       [](const std::string& m) { return m.find('/') == std::string::npos; });
   };

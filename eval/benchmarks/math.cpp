@@ -107,7 +107,8 @@ class Math final : public Benchmark {
     return {str_cat("math (", math_benchmark_name(kind_), ")"),
             "accuracy (%)",
             {{"pass@1", "pass@1"}, {"maj@n", str_cat("maj@", o_.samples)}},
-            "peak_kv_bytes"};
+            "peak_kv_bytes",
+            true};
   }
   std::vector<std::string> table_columns() const override {
     return {"pass@1", "maj@n", "unparsed", "truncated", "mean_new_tokens"};
@@ -149,7 +150,7 @@ BenchmarkScoring math_scoring() {
     return math_metrics(kind, records, where);
   };
   s.figure = [](const std::vector<ScoreRow>&, PlotSpec& plot, std::vector<std::string>& columns) {
-    plot = {"math", "accuracy (%)", {{"pass@1", "pass@1"}, {"maj@n", "maj@N"}}, ""};
+    plot = {"math", "accuracy (%)", {{"pass@1", "pass@1"}, {"maj@n", "maj@N"}}, "", true};
     columns = {"pass@1", "maj@n", "unparsed", "truncated", "mean_new_tokens"};
   };
   return s;

@@ -170,6 +170,7 @@ BenchmarkScoring mmmu_scoring() {
   };
   s.figure = [](const std::vector<ScoreRow>&, PlotSpec& plot, std::vector<std::string>& columns) {
     // The disciplines; the 30 subjects stay in scores.json / scores.csv.
+    plot.percent = true;
     columns.push_back("overall");
     for (const auto& [discipline, subjects] : mmmu_disciplines()) {
       plot.panels.push_back({discipline, discipline});

@@ -279,6 +279,7 @@ BenchmarkScoring mmstar_scoring() {
   s.figure = [](const std::vector<ScoreRow>& rows, PlotSpec& plot,
                 std::vector<std::string>& columns) {
     // The categories; "category(l2)" stays in scores.json / scores.csv.
+    plot.percent = true;
     columns.push_back("overall");
     if (rows.empty()) return;
     for (const auto& [metric, value] : rows.front().metrics.items())

@@ -234,7 +234,7 @@ class RulerBenchmark final : public Benchmark {
   }
 
   PlotSpec plot() const override {
-    PlotSpec spec{"RULER", "score", {{"ruler", "mean of the tasks"}}, "peak_kv_bytes"};
+    PlotSpec spec{"RULER", "score", {{"ruler", "mean of the tasks"}}, "peak_kv_bytes", true};
     for (const auto& task : tasks_) spec.panels.push_back({task, task});
     return spec;
   }
@@ -343,7 +343,7 @@ BenchmarkScoring ruler_scoring() {
   s.bootstrap_metrics = ruler_bootstrap_metrics();
   s.figure = [](const std::vector<ScoreRow>& rows, PlotSpec& plot,
                 std::vector<std::string>& columns) {
-    plot = {"RULER", "score", {{"ruler", "mean of the tasks"}}, "peak_kv_bytes"};
+    plot = {"RULER", "score", {{"ruler", "mean of the tasks"}}, "peak_kv_bytes", true};
     const auto& tasks = ruler_task_names();
     add_metric_panels(rows, plot, [&](const std::string& metric) {
       return std::find(tasks.begin(), tasks.end(), metric) != tasks.end();

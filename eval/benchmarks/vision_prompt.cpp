@@ -69,7 +69,7 @@ GenerationRequest VisionPromptBuilder::request(const std::string& text,
 PlotSpec accuracy_plot(const std::string& title, const std::vector<std::string>& groups) {
   std::vector<PlotPanel> panels = {{"overall", "overall"}};
   for (const auto& g : groups) panels.push_back({g, g});
-  return {title, "accuracy (%)", panels, "peak_kv_bytes"};
+  return {title, "accuracy (%)", panels, "peak_kv_bytes", true};
 }
 
 std::vector<std::string> accuracy_columns(const std::vector<std::string>& groups) {
