@@ -28,8 +28,9 @@ struct PlotSpec {
   std::string y_label;  // e.g. "exact match (%)"
   std::vector<PlotPanel> panels;
   std::string memory_metric;  // e.g. "peak_kv_bytes"; empty: no memory figure
-  // Every panel's metric is a percentage (RULER's and LongBench's task scores): the y axes run
-  // from 0 to 100 whatever the data span, so panels and runs compare at a glance.
+  // Every panel's metric is a percentage (RULER's and LongBench's task scores): a y axis runs
+  // from 0 to 100 when its values and intervals lie within it (panel_y_range), so panels and runs
+  // compare at a glance.
   bool percent = false;
 };
 

@@ -97,30 +97,43 @@ fs::path start_run_dir(const std::string& out, const Json& config) {
   return dir;
 }
 
-namespace {
-// The token count of text[0, at) as a prefix of the encoded text (plus BOS when with_bos).
-int64_t tokens_before(const Tokenizer& tokenizer, const std::string& text, size_t at,
-                      bool with_bos) {
+int64_t question_start(const Tokenizer& tokenizer, const std::string& text,
+                       const std::string& question, bool with_bos) {
+  size_t at = text.rfind(question);
+  RETAIN_CHECK(at != std::string::npos, "the question is not in the prompt (internal)");
   const std::string before = text.substr(0, at);
   int64_t count = before.empty() ? 0 : static_cast<int64_t>(tokenizer.encode(before).size());
   if (with_bos) count += static_cast<int64_t>(tokenizer.prefix_ids().size());
   return count;
 }
-}  // namespace
 
-int64_t question_start(const Tokenizer& tokenizer, const std::string& text,
-                       const std::string& question, bool with_bos) {
-  size_t at = text.rfind(question);
-  RETAIN_CHECK(at != std::string::npos, "the question is not in the prompt (internal)");
-  return tokens_before(tokenizer, text, at, with_bos);
-}
-
-int64_t token_index_at(const Tokenizer& tokenizer, const std::string& text, size_t at,
-                       bool with_bos) {
-  RETAIN_CHECK(at < text.size(), "token_index_at: byte ", at, " is past the text's ", text.size(),
-               " (internal)");
-  if (at > 0 && text[at - 1] == ' ') --at;
-  return tokens_before(tokenizer, text, at, with_bos);
+std::vector<int64_t> token_indices_at(const Tokenizer& tokenizer, const std::string& text,
+                                      const std::vector<size_t>& bytes, bool with_bos) {
+  const std::vector<int64_t> ids =
+      with_bos ? tokenizer.encode_prompt(text) : tokenizer.encode(text);
+  const auto first = with_bos ? static_cast<int64_t>(tokenizer.prefix_ids().size()) : int64_t{0};
+  const auto n = static_cast<int64_t>(ids.size());
+  // The bytes that ids[first, k) decode to: the text's first bytes, since decoding a prefix of
+  // the encoding gives a prefix of the text back.
+  const auto decoded = [&](int64_t k) {
+    return tokenizer.decode(std::vector<int64_t>(ids.begin() + first, ids.begin() + k)).size();
+  };
+  std::vector<int64_t> out;
+  for (size_t at : bytes) {
+    RETAIN_CHECK(at < text.size(), "token_indices_at: byte ", at, " is past the text's ",
+                 text.size(), " (internal)");
+    // The first k whose tokens [first, k] reach past byte `at`: the token holding it.
+    int64_t lo = first, hi = n - 1;
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      if (decoded(mid + 1) > at)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    out.push_back(lo);
+  }
+  return out;
 }
 
 std::vector<int64_t> stop_ids(const ModelConfig& config, const Tokenizer* tokenizer) {

@@ -94,11 +94,14 @@ class PredictionLog {
 // which must be a suffix boundary of `text`.
 int64_t question_start(const Tokenizer& tokenizer, const std::string& text,
                        const std::string& question, bool with_bos);
-// The index in the encoded `text` (with_bos as above) of the token where the passage starting at
-// byte `at` begins: the token count of the text before it. One space before the passage counts
-// as the passage's (BPE and SentencePiece both fold a word's leading space into its token).
-int64_t token_index_at(const Tokenizer& tokenizer, const std::string& text, size_t at,
-                       bool with_bos);
+// For each byte offset of `bytes`, the index in the encoded `text` (with_bos as above) of the
+// token that holds that byte: where a passage starting there begins (a word's token usually
+// carries the space before it). Found in the whole text's encoding, by decoding its prefixes:
+// counting the tokens of the text before the passage instead would be off where the cut changes
+// how the text splits (GPT-2's pre-tokenizer splits "\n\n" before a word as two tokens, at the
+// end of a text as one).
+std::vector<int64_t> token_indices_at(const Tokenizer& tokenizer, const std::string& text,
+                                      const std::vector<size_t>& bytes, bool with_bos);
 
 // What generation stops at: the tokenizer's EOS (when it has one) and config.json's EOS ids, for
 // every benchmark and `generate`.

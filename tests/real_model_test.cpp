@@ -16,6 +16,7 @@
 #include "eval/budgeted_cache.h"
 #include "eval/perplexity.h"
 #include "eval/policies/policy_registry.h"
+#include "eval/sweep.h"
 #include "model/chat_template.h"
 #include "model/decoder.h"
 #include "model/generate.h"
@@ -165,6 +166,41 @@ TEST_F(RealModel, TokenizerIdsEqualTransformers) {
   }
   EXPECT_EQ(mismatches, 0) << "of " << cases_["tokenizer"].size() << " strings";
   EXPECT_GE(cases_["tokenizer"].size(), 100u);
+}
+
+// Where a passage starts in SmolLM2's tokens (RULER's needle_tokens): its GPT-2 pre-tokenizer
+// splits "\n\n" before a word as two tokens but as one at the end of a text, so counting the
+// tokens of the text before the passage would point one token early; the index must be the
+// token that holds the passage's first byte, whatever precedes it.
+TEST_F(RealModel, NeedleTokenIndexHoldsThePassagesFirstByte) {
+  auto tokenizer = load_tokenizer(dir_ / "model");
+  const std::string text =
+      "Memorize and track the chain(s).\n\nVAR ABCDE = 12345\nThe grass is green. One of the "
+      "special magic numbers for plain-jack is: 7.\n   Three spaces, then Text; tabs\t\tWord.";
+  std::vector<size_t> bytes;
+  for (const char* passage : {"VAR ABCDE", "One of", "Three", "Text;", "Word."})
+    bytes.push_back(text.find(passage));
+  const std::vector<int64_t> ids = tokenizer->encode(text);
+  const std::vector<int64_t> at = token_indices_at(*tokenizer, text, bytes, /*with_bos=*/false);
+  ASSERT_EQ(at.size(), bytes.size());
+  for (size_t j = 0; j < at.size(); ++j) {
+    // The tokens before the index decode to the text before the passage, but for whitespace
+    // that the passage's first token carries; the token at the index holds the passage's start.
+    const std::string before =
+        tokenizer->decode(std::vector<int64_t>(ids.begin(), ids.begin() + at[j]));
+    ASSERT_LE(before.size(), bytes[j]) << j;
+    EXPECT_EQ(before, text.substr(0, before.size())) << j;
+    EXPECT_EQ(text.substr(before.size(), bytes[j] - before.size()).find_first_not_of(" \t"),
+              std::string::npos)
+        << j << ": " << Json(text.substr(before.size(), bytes[j] - before.size())).dump();
+    const std::string with =
+        tokenizer->decode(std::vector<int64_t>(ids.begin(), ids.begin() + at[j] + 1));
+    EXPECT_GT(with.size(), bytes[j]) << j;
+  }
+  // The "\n\n" case itself: both newlines come before the index, and its token starts the word.
+  EXPECT_EQ(tokenizer->decode(std::vector<int64_t>(ids.begin(), ids.begin() + at[0])).size(),
+            bytes[0]);
+  EXPECT_EQ(tokenizer->decode({ids[at[0]]}).rfind("V", 0), 0u);
 }
 
 // The model's own Jinja template (with its default system prompt) renders what

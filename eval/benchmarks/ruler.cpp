@@ -173,11 +173,11 @@ class RulerBenchmark final : public Benchmark {
     // Where each needle starts in the prompt, for depth-vs-recall analyses of the records.
     for (const RulerSample& s : samples_) {
       const PromptText p = prompt_text(s);
-      std::vector<int64_t> at;
+      std::vector<size_t> bytes;
       for (const auto& needle : s.needles)
-        at.push_back(
-            token_index_at(tokenizer, p.text, p.context_start + s.context.find(needle), p.bos));
-      needle_tokens_.push_back(std::move(at));
+        bytes.push_back(p.context_start + s.context.find(needle));
+      needle_tokens_.push_back(bytes.empty() ? std::vector<int64_t>{}
+                                             : token_indices_at(tokenizer, p.text, bytes, p.bos));
     }
   }
 
@@ -264,8 +264,8 @@ class RulerBenchmark final : public Benchmark {
     return chat_->render({{"user", user}}, options) + after;
   }
   // A sample's prompt as text: with a chat template the rendered turn (the answer prefix after
-  // the assistant header, as kvpress puts it), else BOS (when the tokenizer adds one) + the
-  // prompt. The context starts at byte `context_start`; the question follows it.
+  // the assistant header, as kvpress puts it), else the prompt, which encodes after the
+  // tokenizer's BOS (`bos`). The context starts at byte `context_start`; the question follows.
   struct PromptText {
     std::string text;
     size_t context_start = 0;
@@ -287,7 +287,7 @@ class RulerBenchmark final : public Benchmark {
   RulerSources sources_;
   std::vector<std::string> tasks_;
   std::vector<RulerSample> samples_;
-  std::vector<std::vector<int64_t>> needle_tokens_;  // [sample]: token_index_at of each needle
+  std::vector<std::vector<int64_t>> needle_tokens_;  // [sample]: where each needle starts
   std::map<std::string, std::string> haystacks_;
   bool use_chat_ = false;
   std::optional<ChatTemplate> chat_;
