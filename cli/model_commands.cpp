@@ -52,6 +52,9 @@ void register_generate(CLI::App& app, Commands& commands) {
       ->capture_default_str();
   cmd->add_option("--seed", o->seed)->capture_default_str();
   cmd->add_flag("--ignore-eos", o->ignore_eos, "do not stop at EOS");
+  cmd->add_flag("--keep-special-tokens", o->keep_special_tokens,
+                "show special tokens in the text (the EOS or end-of-turn token that ended "
+                "generation is never shown)");
   cmd->add_flag("--json", o->json, "print JSON with ids and rates");
   add_chat_flags(cmd, o->chat);
   cmd->add_option("--policy", o->policy,

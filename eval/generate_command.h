@@ -26,6 +26,7 @@ struct GenerateCommandOptions {
   int64_t top_k = 0;  // 0: off
   uint64_t seed = 0;
   bool ignore_eos = false;
+  bool keep_special_tokens = false;  // special tokens in the text (never the one that stopped it)
   bool json = false;
   std::string policy = "full";  // eviction policy spec (`retain policies`)
   double budget = 0;            // entries per KV head, or a fraction of the prompt below 1

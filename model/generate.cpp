@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "model/decode_graph.h"
 #include "model/tokenizers/incremental_detokenizer.h"
+#include "model/tokenizers/tokenizer.h"
 #include "model/vision/multimodal_prompt.h"
 
 namespace retain {
@@ -119,6 +120,20 @@ std::string cut_at_stop(const std::string& text, const std::vector<std::string>&
   for (const auto& stop : stop_strings)
     if (!stop.empty()) cut = std::min(cut, text.find(stop));
   return text.substr(0, cut);
+}
+
+bool is_stop_token(int64_t token, const std::vector<int64_t>& stop_ids) {
+  return std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();
+}
+
+std::string reply_text(const Tokenizer& tokenizer, const std::vector<int64_t>& tokens,
+                       const std::vector<int64_t>& stop_ids,
+                       const std::vector<std::string>& stop_strings, bool skip_special) {
+  // Generation ends at a stop id, so only the last token can be one (with ignore_eos the caller
+  // passes no stop ids and every token is text).
+  const bool ends_in_stop = !tokens.empty() && is_stop_token(tokens.back(), stop_ids);
+  const std::vector<int64_t> shown(tokens.begin(), tokens.end() - (ends_in_stop ? 1 : 0));
+  return cut_at_stop(tokenizer.decode(shown, skip_special), stop_strings);
 }
 
 std::vector<GenerationResult> generate_batch(const Decoder& model,

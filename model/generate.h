@@ -94,6 +94,19 @@ std::vector<GenerationResult> generate_batch(const Decoder& model,
 // `text` up to the first of `stop_strings` (all of it when none occurs).
 std::string cut_at_stop(const std::string& text, const std::vector<std::string>& stop_strings);
 
+// Whether `token` is one of `stop_ids`: the EOS or end-of-turn token that ended generation, which
+// a reply never shows as text (OpenAI's and vLLM's replies do not; `reply_text`).
+bool is_stop_token(int64_t token, const std::vector<int64_t>& stop_ids);
+
+// The text a reader is shown of generated `tokens`, as OpenAI's and vLLM's replies are: a last
+// token that is one of `stop_ids` is never shown, whatever `skip_special` says; other special
+// tokens are skipped unless `skip_special` is false (vLLM's skip_special_tokens, true by default:
+// the text transformers' decode(..., skip_special_tokens=True) gives); the text is cut before the
+// first of `stop_strings`. Tokens the tokenizer does not mark special (Qwen3's <think>) stay.
+std::string reply_text(const Tokenizer& tokenizer, const std::vector<int64_t>& tokens,
+                       const std::vector<int64_t>& stop_ids,
+                       const std::vector<std::string>& stop_strings, bool skip_special = true);
+
 // Runs `ids` at positions start, start + 1, ... through the model into `cache` in chunks of
 // `chunk` tokens (0: one forward) and returns the last token's hidden state (1, d).
 at::Tensor prefill(const Decoder& model, const std::vector<int64_t>& ids, KvCache& cache,

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <random>
 
+#include "core/utf8.h"
 #include "eval/cache_factory.h"
 #include "model/generate.h"
 
@@ -21,6 +23,30 @@ std::string random_id(const std::string& prefix) {
 
 ApiError bad(const std::string& param, const std::string& message) {
   return ApiError(400, message, param);
+}
+
+// The deepest nesting of arrays and objects in a JSON text (strings skipped), counted only up to
+// `limit` + 1: a body is refused on it before parsing, since a parsed value that deep would be
+// written out (dump, error messages) by recursion, one stack frame a level.
+size_t nesting_depth(const std::string& text, size_t limit) {
+  size_t depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size() && deepest <= limit; ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
 }
 
 // body[key] when present and not null.
@@ -155,6 +181,16 @@ Json error_body(const ApiError& e) {
 }
 
 ApiRequest parse_api_request(const std::string& text, const ApiContext& context, bool chat) {
+  // Checked before parsing, so the error names the byte and no message quotes an invalid byte.
+  if (const size_t at = find_invalid_utf8(text); at != std::string::npos) {
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(text[at]));
+    throw ApiError(400, "the request body is not valid UTF-8: byte " + std::string(byte) +
+                            " at offset " + std::to_string(at) + " starts no valid character");
+  }
+  if (nesting_depth(text, kMaxJsonNesting) > kMaxJsonNesting)
+    throw ApiError(400, "the request body nests arrays and objects deeper than " +
+                            std::to_string(kMaxJsonNesting) + " levels");
   Json body;
   try {
     body = Json::parse(text);
@@ -211,6 +247,7 @@ ApiRequest parse_api_request(const std::string& text, const ApiContext& context,
   }
   e.stop_strings = stop_strings(body);
   if (!boolean(body, "ignore_eos", false)) e.stop_ids = context.stop_ids;
+  r.skip_special = boolean(body, "skip_special_tokens", true);
   r.stream = boolean(body, "stream", false);
   if (const Json* options = field(body, "stream_options")) {
     if (!options->is_object()) throw bad("stream_options", "'stream_options' must be an object");

@@ -4,7 +4,9 @@
 //
 // Supported request fields: model, prompt (a string or token ids) or messages, max_tokens
 // (max_completion_tokens), temperature, top_p, seed, stop (a string or up to 4), stream,
-// stream_options.include_usage, n (1), and retain's own: top_k, policy, budget, ignore_eos.
+// stream_options.include_usage, n (1), vLLM's skip_special_tokens (true: the reply's text shows
+// no special token; the end-of-turn token that stopped it is never shown), and retain's own:
+// top_k, policy, budget, ignore_eos.
 // Fields this server cannot honour (n > 1, logprobs, echo, best_of > 1, tools, ...) are refused
 // rather than ignored.
 #pragma once
@@ -57,11 +59,16 @@ struct ApiRequest {
   bool chat = false;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a last chunk with the usage
+  bool skip_special = true;    // skip_special_tokens (vLLM's field): special tokens not shown
   std::string id;              // cmpl-... / chatcmpl-...
   int64_t created = 0;         // unix seconds
 };
 
-// Throws ApiError (400 for bad fields, 404 for an unknown model).
+// The deepest JSON nesting a request body may have (OpenAI's bodies need about 6).
+constexpr size_t kMaxJsonNesting = 64;
+
+// Throws ApiError (400 for bad fields, a body that is not UTF-8 or nests too deep, 404 for an
+// unknown model).
 ApiRequest parse_api_request(const std::string& body, const ApiContext& context, bool chat);
 
 // The whole response once generation ended.

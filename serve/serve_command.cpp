@@ -26,16 +26,22 @@ std::atomic<int> g_signal{0};
 
 void on_signal(int signal) { g_signal = signal; }
 
+// A message may quote what a client sent (a JSON parse error's "last read" can end inside a
+// character): invalid UTF-8 is written as U+FFFD rather than failing the answer.
+std::string json_text(const Json& body) {
+  return body.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 void send_json(httplib::Response& res, int status, const Json& body) {
   res.status = status;
-  res.set_content(body.dump(), "application/json");
+  res.set_content(json_text(body), "application/json");
 }
 
 void send_error(httplib::Response& res, const ApiError& e) {
   send_json(res, e.status, error_body(e));
 }
 
-std::string sse(const Json& event) { return "data: " + event.dump() + "\n\n"; }
+std::string sse(const Json& event) { return "data: " + json_text(event) + "\n\n"; }
 
 // The request's answer once the engine ended it.
 void answer_whole(httplib::Response& res, const ApiRequest& r, const ApiContext& context,
@@ -46,8 +52,9 @@ void answer_whole(httplib::Response& res, const ApiRequest& r, const ApiContext&
   if (event.finish_reason == "cancelled")
     return send_error(
         res, ApiError(503, "the server shut down before the request finished", "", "server_error"));
-  const StreamText text =
-      stream_text(context.loaded->tokenizer->decode(event.tokens), r.engine.stop_strings, true);
+  const StreamText text = stream_text(
+      reply_text(*context.loaded->tokenizer, event.tokens, r.engine.stop_ids, {}, r.skip_special),
+      r.engine.stop_strings, true);
   send_json(res, 200,
             completion_response(r, context, text.text, event.finish_reason,
                                 static_cast<int64_t>(event.tokens.size())));
@@ -63,7 +70,9 @@ void answer_stream(httplib::Response& res, const ApiRequest& r, const ApiContext
         size_t sent = 0;
         bool first = true;
         RequestEvent event;
-        IncrementalDetokenizer detokenizer(text_decoder(*context.loaded->tokenizer));
+        IncrementalDetokenizer detokenizer(
+            text_decoder(*context.loaded->tokenizer, r.skip_special));
+        size_t pushed = 0;  // tokens of the event given to the detokenizer or left out
         auto write = [&](const std::string& data) {
           if (!sink.is_writable() || !sink.write(data.data(), data.size())) {
             handle->cancel();
@@ -82,8 +91,10 @@ void answer_stream(httplib::Response& res, const ApiRequest& r, const ApiContext
                 ApiError(500, "generation failed: " + event.error, "", "server_error"))));
             break;
           }
-          for (size_t i = detokenizer.tokens().size(); i < event.tokens.size(); ++i)
-            detokenizer.push(event.tokens[i]);
+          // The stop token that ended the reply is not text (reply_text).
+          for (; pushed < event.tokens.size(); ++pushed)
+            if (!is_stop_token(event.tokens[pushed], r.engine.stop_ids))
+              detokenizer.push(event.tokens[pushed]);
           if (event.finished) detokenizer.finish();
           const StreamText text =
               stream_text(detokenizer.text(), r.engine.stop_strings, event.finished);
@@ -192,7 +203,14 @@ int run_serve_command(const ServeCommandOptions& o) {
   auto generate_route = [&](bool chat) {
     return [&, chat](const httplib::Request& req, httplib::Response& res) {
       try {
-        ApiRequest r = parse_api_request(req.body, context, chat);
+        ApiRequest r;
+        try {
+          r = parse_api_request(req.body, context, chat);
+        } catch (const Error& e) {
+          // What the request asked for failed a check on the way in (its prompt, its policy):
+          // the client's error, never the server's.
+          throw ApiError(400, e.what());
+        }
         std::shared_ptr<RequestHandle> handle;
         try {
           handle = engine.submit(r.engine);

@@ -4,6 +4,7 @@
 // dozen conversations each; then how a model directory's template and special tokens are found,
 // and the context the template sees. Expected strings come from transformers 5.23 runs.
 // tests/fixtures/check_chat_templates.py also compares `retain tokenize --chat` ids end to end.
+#include <algorithm>
 #include <ctime>
 #include <fstream>
 #include <iostream>
@@ -11,6 +12,8 @@
 
 #include "core/json.h"
 #include "model/chat_template.h"
+#include "model/generate.h"
+#include "model/tokenizers/tokenizer.h"
 #include "test_util.h"
 
 namespace retain {
@@ -234,6 +237,65 @@ TEST(ChatTemplate, ContextAsApplyChatTemplate) {
   EXPECT_EQ(ChatTemplate("{{ enable_thinking is defined }}", "t", {}).render({}, {}), "False");
   EXPECT_ERROR_CONTAINS(t.render_json(OrderedJson::parse("[1]"), true),
                         "context: chat messages must be objects");
+}
+
+
+// What a chat reply shows, on every family's real template: the tokens a model generates after
+// the generation prompt are the template's own text for the assistant turn, up to and with the
+// family's end-of-turn token (ChatML's <|im_end|>, Llama-3's <|eot_id|>, Mistral's </s>); the reply
+// text is the message as written, without that token, as OpenAI's and vLLM's replies are.
+// Qwen3's <think> block is not special to its tokenizer, so it stays, as transformers' decode
+// with skip_special_tokens=True keeps it. Special tokens inside a reply are skipped unless kept;
+// the one that stopped generation is never shown.
+TEST(ChatTemplate, RepliesEndBeforeTheEndOfTurnToken) {
+  const fs::path dir = testing::fixture_dir("tokenizers");
+  struct Family {
+    std::string name, reply, special_inside;
+    ChatOptions options;
+  };
+  ChatOptions thinking;  // Qwen3's template with its default, thinking on
+  const std::vector<Family> families = {
+      {"bytelevel_llama3", "The capital of France is Paris.", "<|begin_of_text|>", {}},
+      {"bytelevel_qwen2", "<think>\nFrance: Paris.\n</think>\n\nThe capital of France is Paris.",
+       "<|im_start|>", thinking},
+      {"spm_bpe_bytefallback", "The capital of France is Paris.", "", {}},
+  };
+  for (const Family& f : families) {
+    SCOPED_TRACE(f.name);
+    const auto tokenizer = load_tokenizer(dir / f.name);
+    const ChatTemplate chat = load_chat_template(dir / f.name);
+    const std::vector<int64_t> stop_ids = {*tokenizer->eos_id()};
+    const std::vector<ChatMessage> question = {{"user", "What is the capital of France?"}};
+    std::vector<ChatMessage> answered = question;
+    answered.push_back({"assistant", f.reply});
+    ChatOptions closed = f.options;
+    closed.add_generation_prompt = false;
+    const std::string prompt = chat.render(question, f.options);
+    const std::string whole = chat.render(answered, closed);
+    ASSERT_EQ(whole.substr(0, prompt.size()), prompt);
+    // What the model would generate: the assistant turn's tokens through the end-of-turn token.
+    std::vector<int64_t> generated = tokenizer->encode(whole.substr(prompt.size()));
+    const auto stop = std::find(generated.begin(), generated.end(), stop_ids.front());
+    ASSERT_NE(stop, generated.end()) << "the template ends the turn with "
+                                     << *tokenizer->id_to_token(stop_ids.front());
+    generated.erase(stop + 1, generated.end());
+    EXPECT_EQ(reply_text(*tokenizer, generated, stop_ids, {}), f.reply);
+    EXPECT_EQ(reply_text(*tokenizer, generated, stop_ids, {}, /*skip_special=*/false), f.reply);
+    // Without the stop ids (--ignore-eos) the end-of-turn token is text like any other: skipped
+    // as special, shown when special tokens are kept.
+    EXPECT_EQ(reply_text(*tokenizer, generated, {}, {}), f.reply);
+    EXPECT_EQ(reply_text(*tokenizer, generated, {}, {}, false),
+              f.reply + *tokenizer->id_to_token(stop_ids.front()));
+    EXPECT_EQ(reply_text(*tokenizer, generated, stop_ids, {" is P"}),
+              f.reply.substr(0, f.reply.find(" is P")));
+    if (!f.special_inside.empty()) {
+      std::vector<int64_t> inside = tokenizer->encode("Paris" + f.special_inside + ".");
+      inside.push_back(stop_ids.front());
+      EXPECT_EQ(reply_text(*tokenizer, inside, stop_ids, {}), "Paris.");
+      EXPECT_EQ(reply_text(*tokenizer, inside, stop_ids, {}, false),
+                "Paris" + f.special_inside + ".");
+    }
+  }
 }
 
 }  // namespace

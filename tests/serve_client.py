@@ -46,7 +46,8 @@ def metrics():
 
 
 def raw_post(path, body, content_type="application/json"):
-    request = urllib.request.Request(base + path, data=body.encode(), method="POST",
+    data = body if isinstance(body, bytes) else body.encode()
+    request = urllib.request.Request(base + path, data=data, method="POST",
                                      headers={"Content-Type": content_type})
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
@@ -146,6 +147,46 @@ try:
     check("a bad policy is 400", False, "no error")
 except openai.BadRequestError as e:
     check("a bad policy is 400", e.body["param"] == "policy" and "snapkv" in e.body["message"], e.body)
+# Invalid UTF-8 inside a JSON string: the client's error, named by its byte offset.
+bad_utf8 = b'{"model": "base", "prompt": "caf\xc3 au lait", "max_tokens": 2}'
+status, body = raw_post("/v1/completions", bad_utf8)
+check("invalid UTF-8 is 400 naming the offset", status == 400 and "offset 32" in body["error"]["message"]
+      and body["error"]["type"] == "invalid_request_error", (status, body))
+status, body = raw_post("/v1/completions", "[" * 100000 + "]" * 100000)
+check("deep nesting is refused before parsing", status == 400 and "deeper than 64" in body["error"]["message"],
+      (status, body))
+# A JSON syntax error whose "last read" ends inside a character: still a 400 with a UTF-8 body.
+status, body = raw_post("/v1/completions", '{"model": tr\u00e9}'.encode().decode("unicode_escape").encode())
+check("a parse error quoting half a character is 400", status == 400, (status, body))
+# Every field with a wrong type or value, and bodies of every other shape: 4xx, never 5xx.
+shapes = ["", "null", "[]", "42", '"text"', "{}", '{"model": null}', '{"model": 7}', '{"model": "base", "prompt": null}',
+          '{"model": "base", "prompt": []}', '{"model": "base", "prompt": [[1]]}', '{"model": "base", "prompt": [-1]}',
+          '{"model": "base", "prompt": [1e30]}', '{"model": "base", "prompt": ["a", "b"]}', '{"model": "base", "prompt": {}}',
+          '{"model": "base", "prompt": "\\ud800"}', '{"model": "base", "prompt": "\u0000"}',
+          '{"model": "base", "prompt": "x", "max_tokens": 18446744073709551615}',
+          '{"model": "base", "prompt": "x", "max_tokens": -9223372036854775808}',
+          '{"model": "base", "prompt": "x", "max_tokens": 1.5}', '{"model": "base", "prompt": "x", "seed": "s"}',
+          '{"model": "base", "prompt": "x", "seed": 18446744073709551615}',
+          '{"model": "base", "prompt": "x", "temperature": "hot"}', '{"model": "base", "prompt": "x", "top_p": 0}',
+          '{"model": "base", "prompt": "x", "stop": [""]}', '{"model": "base", "prompt": "x", "stop": {"a": 1}}',
+          '{"model": "base", "prompt": "x", "stream": "yes"}', '{"model": "base", "prompt": "x", "stream_options": 1}',
+          '{"model": "base", "prompt": "x", "skip_special_tokens": 0}',
+          '{"model": "base", "prompt": "x", "policy": 3}', '{"model": "base", "prompt": "x", "policy": "h2o:buffer=-1", "budget": 2}',
+          '{"model": "base", "prompt": "x", "policy": "h2o", "budget": 1e300}', '{"model": "base", "prompt": "x", "budget": -1}',
+          '{"model": "base", "prompt": "x", "policy": "streaming:sinks=100000", "budget": 0.5}',
+          '{"model": "base", "prompt": "x", "n": 1e9}', '{"model": "base", "prompt": "x", "logit_bias": {"1": 5}}']
+chat_shapes = ['{"model": "base", "messages": "hi"}', '{"model": "base", "messages": [{"role": 1}]}',
+               '{"model": "base", "messages": [{"role": "user"}]}', '{"model": "base", "messages": [{"role": "user", "content": 5}]}',
+               '{"model": "base", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]}',
+               '{"model": "base", "messages": [{"role": "user", "content": [{"type": "text", "text": 1}]}]}',
+               '{"model": "base", "messages": [{"role": "user", "content": null}]}']
+server_errors = []
+for path, bodies in (("/v1/completions", shapes), ("/v1/chat/completions", shapes + chat_shapes)):
+    for b in bodies:
+        status, body = raw_post(path, b)
+        if not (400 <= status < 500 or status == 200) or "error" not in body and status != 200:
+            server_errors.append((path, b, status, body))
+check("no malformed request is answered 5xx", not server_errors, server_errors[:3])
 status, body = raw_post("/v1/nothing", "{}")
 check("an unknown route is 404", status == 404 and "error" in body, (status, body))
 check("the server still answers", client.completions.create(
