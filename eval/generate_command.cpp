@@ -98,8 +98,7 @@ int run_generate_command(const GenerateCommandOptions& o) {
         r.prefill_seconds > 0 ? static_cast<double>(prompts[i].size()) / r.prefill_seconds : 0.0;
     std::string output;
     if (tokenizer)
-      output =
-          reply_text(*tokenizer, r.tokens, sampling.stop_ids, o.stops, !o.keep_special_tokens);
+      output = reply_text(*tokenizer, r.tokens, sampling.stop_ids, o.stops, !o.keep_special_tokens);
     if (o.json) {
       Json out = {{"prompt_ids", prompts[i]},
                   {"ids", r.tokens},

@@ -65,60 +65,59 @@ void answer_whole(httplib::Response& res, const ApiRequest& r, const ApiContext&
 void answer_stream(httplib::Response& res, const ApiRequest& r, const ApiContext& context,
                    const std::shared_ptr<RequestHandle>& handle) {
   res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream", [r, &context, handle](size_t, httplib::DataSink& sink) {
-        size_t sent = 0;
-        bool first = true;
-        RequestEvent event;
-        IncrementalDetokenizer detokenizer(
-            text_decoder(*context.loaded->tokenizer, r.skip_special));
-        size_t pushed = 0;  // tokens of the event given to the detokenizer or left out
-        auto write = [&](const std::string& data) {
-          if (!sink.is_writable() || !sink.write(data.data(), data.size())) {
-            handle->cancel();
-            return false;
-          }
-          return true;
-        };
-        for (;;) {
-          event = handle->wait(event.tokens.size(), std::chrono::milliseconds(200));
-          if (!sink.is_writable()) {
-            handle->cancel();
-            return false;
-          }
-          if (event.finished && event.finish_reason == "error") {
-            write(sse(error_body(
-                ApiError(500, "generation failed: " + event.error, "", "server_error"))));
-            break;
-          }
-          // The stop token that ended the reply is not text (reply_text).
-          for (; pushed < event.tokens.size(); ++pushed)
-            if (!is_stop_token(event.tokens[pushed], r.engine.stop_ids))
-              detokenizer.push(event.tokens[pushed]);
-          if (event.finished) detokenizer.finish();
-          const StreamText text =
-              stream_text(detokenizer.text(), r.engine.stop_strings, event.finished);
-          if (text.stable > sent || first) {
-            const std::string delta =
-                text.stable > sent ? text.text.substr(sent, text.stable - sent) : "";
-            if (!write(sse(stream_chunk(r, context, delta, "", first)))) return false;
-            sent = std::max(sent, text.stable);
-            first = false;
-          }
-          if (event.finished) {
-            const std::string reason =
-                event.finish_reason == "cancelled" ? "abort" : event.finish_reason;
-            if (!write(sse(stream_chunk(r, context, "", reason, false)))) return false;
-            if (r.include_usage &&
-                !write(sse(usage_chunk(r, context, static_cast<int64_t>(event.tokens.size())))))
-              return false;
-            break;
-          }
-        }
-        write("data: [DONE]\n\n");
-        sink.done();
-        return true;
-      });
+  res.set_chunked_content_provider("text/event-stream", [r, &context, handle](
+                                                            size_t, httplib::DataSink& sink) {
+    size_t sent = 0;
+    bool first = true;
+    RequestEvent event;
+    IncrementalDetokenizer detokenizer(text_decoder(*context.loaded->tokenizer, r.skip_special));
+    size_t pushed = 0;  // tokens of the event given to the detokenizer or left out
+    auto write = [&](const std::string& data) {
+      if (!sink.is_writable() || !sink.write(data.data(), data.size())) {
+        handle->cancel();
+        return false;
+      }
+      return true;
+    };
+    for (;;) {
+      event = handle->wait(event.tokens.size(), std::chrono::milliseconds(200));
+      if (!sink.is_writable()) {
+        handle->cancel();
+        return false;
+      }
+      if (event.finished && event.finish_reason == "error") {
+        write(sse(
+            error_body(ApiError(500, "generation failed: " + event.error, "", "server_error"))));
+        break;
+      }
+      // The stop token that ended the reply is not text (reply_text).
+      for (; pushed < event.tokens.size(); ++pushed)
+        if (!is_stop_token(event.tokens[pushed], r.engine.stop_ids))
+          detokenizer.push(event.tokens[pushed]);
+      if (event.finished) detokenizer.finish();
+      const StreamText text =
+          stream_text(detokenizer.text(), r.engine.stop_strings, event.finished);
+      if (text.stable > sent || first) {
+        const std::string delta =
+            text.stable > sent ? text.text.substr(sent, text.stable - sent) : "";
+        if (!write(sse(stream_chunk(r, context, delta, "", first)))) return false;
+        sent = std::max(sent, text.stable);
+        first = false;
+      }
+      if (event.finished) {
+        const std::string reason =
+            event.finish_reason == "cancelled" ? "abort" : event.finish_reason;
+        if (!write(sse(stream_chunk(r, context, "", reason, false)))) return false;
+        if (r.include_usage &&
+            !write(sse(usage_chunk(r, context, static_cast<int64_t>(event.tokens.size())))))
+          return false;
+        break;
+      }
+    }
+    write("data: [DONE]\n\n");
+    sink.done();
+    return true;
+  });
 }
 
 }  // namespace

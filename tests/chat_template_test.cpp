@@ -239,7 +239,6 @@ TEST(ChatTemplate, ContextAsApplyChatTemplate) {
                         "context: chat messages must be objects");
 }
 
-
 // What a chat reply shows, on every family's real template: the tokens a model generates after
 // the generation prompt are the template's own text for the assistant turn, up to and with the
 // family's end-of-turn token (ChatML's <|im_end|>, Llama-3's <|eot_id|>, Mistral's </s>); the reply
@@ -276,8 +275,8 @@ TEST(ChatTemplate, RepliesEndBeforeTheEndOfTurnToken) {
     // What the model would generate: the assistant turn's tokens through the end-of-turn token.
     std::vector<int64_t> generated = tokenizer->encode(whole.substr(prompt.size()));
     const auto stop = std::find(generated.begin(), generated.end(), stop_ids.front());
-    ASSERT_NE(stop, generated.end()) << "the template ends the turn with "
-                                     << *tokenizer->id_to_token(stop_ids.front());
+    ASSERT_NE(stop, generated.end())
+        << "the template ends the turn with " << *tokenizer->id_to_token(stop_ids.front());
     generated.erase(stop + 1, generated.end());
     EXPECT_EQ(reply_text(*tokenizer, generated, stop_ids, {}), f.reply);
     EXPECT_EQ(reply_text(*tokenizer, generated, stop_ids, {}, /*skip_special=*/false), f.reply);
