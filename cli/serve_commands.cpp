@@ -51,6 +51,12 @@ void register_serve_command(CLI::App& app, Commands& commands) {
                   "connections served at once (a streaming client holds one)")
       ->check(kPositive)
       ->capture_default_str();
+  cmd->add_option("--api-key", o->api_keys,
+                  "a key clients must send as 'Authorization: Bearer KEY' on every /v1 route "
+                  "(repeatable; RETAIN_API_KEY adds comma-separated keys); 401 without it");
+  cmd->add_flag("--metrics-open", o->metrics_open, "/metrics without a key when keys are set");
+  cmd->add_option("--ssl-certfile", o->ssl_certfile, "PEM certificate: serve HTTPS");
+  cmd->add_option("--ssl-keyfile", o->ssl_keyfile, "PEM private key of --ssl-certfile");
   cmd->add_option("--shutdown-grace", o->shutdown_grace,
                   "seconds in-flight requests may take to finish after SIGINT / SIGTERM")
       ->check(kNonNegative)

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 
@@ -13,6 +14,7 @@
 #include "model/chat_template.h"
 #include "model/generate.h"
 #include "model/tokenizers/incremental_detokenizer.h"
+#include "serve/access.h"
 #include "serve/byte_size.h"
 #include "serve/engine.h"
 #include "serve/metrics_text.h"
@@ -159,7 +161,42 @@ int run_serve_command(const ServeCommandOptions& o) {
   engine_options.detokenize = text_decoder(tokenizer, /*skip_special=*/true);
   ServeEngine engine(model, engine_options);
 
-  httplib::Server server;
+  const std::vector<std::string> keys = server_api_keys(o.api_keys, std::getenv("RETAIN_API_KEY"));
+  // HTTPS when a certificate is given: cpp-httplib's OpenSSL server, the same routes.
+  std::unique_ptr<httplib::Server> server_holder;
+  const bool tls = !o.ssl_certfile.empty() || !o.ssl_keyfile.empty();
+  if (tls) {
+    RETAIN_CHECK(!o.ssl_certfile.empty() && !o.ssl_keyfile.empty(),
+                 "serve: --ssl-certfile and --ssl-keyfile go together (HTTPS needs both)");
+    for (const auto& file : {o.ssl_certfile, o.ssl_keyfile})
+      RETAIN_CHECK(fs::is_regular_file(file), "serve: ", file, " is not a readable file");
+    auto ssl = std::make_unique<httplib::SSLServer>(o.ssl_certfile.c_str(), o.ssl_keyfile.c_str());
+    RETAIN_CHECK(ssl->is_valid(), "serve: OpenSSL refused the certificate ", o.ssl_certfile,
+                 " with the key ", o.ssl_keyfile,
+                 " (expected a PEM certificate and the PEM private key that matches it)");
+    server_holder = std::move(ssl);
+  } else {
+    server_holder = std::make_unique<httplib::Server>();
+  }
+  httplib::Server& server = *server_holder;
+  if (keys.empty() && !is_loopback_host(o.host))
+    log_warn("serve: listening on ", o.host,
+             " without an API key: anyone who reaches this port can use the model (set "
+             "--api-key or RETAIN_API_KEY)");
+  // Keys guard every /v1 route, and /metrics unless --metrics-open; /health stays open for
+  // load balancers.
+  server.set_pre_routing_handler([&keys, &o](const httplib::Request& req, httplib::Response& res) {
+    const bool guarded = req.path.starts_with("/v1") || (req.path == "/metrics" && !o.metrics_open);
+    if (keys.empty() || !guarded || authorized(req.get_header_value("Authorization"), keys))
+      return httplib::Server::HandlerResponse::Unhandled;
+    send_error(res, ApiError(401,
+                             "Incorrect API key provided: send 'Authorization: Bearer KEY' with "
+                             "one of the server's --api-key / RETAIN_API_KEY keys",
+                             "", "invalid_request_error", "invalid_api_key"));
+    // Answered before the body is read: the connection cannot carry another request.
+    res.set_header("Connection", "close");
+    return httplib::Server::HandlerResponse::Handled;
+  });
   const int http_threads = std::max(2, o.http_threads);
   server.new_task_queue = [http_threads] { return new httplib::ThreadPool(http_threads); };
   server.set_payload_max_length(64u << 20);
@@ -243,7 +280,8 @@ int run_serve_command(const ServeCommandOptions& o) {
     std::ofstream(tmp) << port << '\n';
     fs::rename(tmp, o.port_file);
   }
-  log_info("serving ", context.model_name, " on http://", o.host, ":", port, " (policy ", o.policy,
+  log_info("serving ", context.model_name, " on ", tls ? "https://" : "http://", o.host, ":", port,
+           keys.empty() ? "" : " (API key required)", " (policy ", o.policy,
            o.budget > 0 ? ", budget " + std::to_string(o.budget) : std::string(),
            kv_memory > 0 ? ", KV memory " + std::to_string(kv_memory) + " bytes" : std::string(),
            ", max batch ", o.max_batch, ", chunk ", o.chunk, ")");

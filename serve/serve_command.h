@@ -2,10 +2,13 @@
 // engine (serve/engine.h): /v1/completions and /v1/chat/completions (server-sent events when
 // streamed), /v1/models, /health and /metrics (Prometheus text). SIGINT / SIGTERM stop admitting,
 // let in-flight requests finish for --shutdown-grace seconds, cancel the rest and close the port.
+// With API keys every /v1 route (and /metrics unless --metrics-open) answers 401 without one
+// (serve/access.h); with a certificate and key it speaks HTTPS.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "eval/sweep.h"
 #include "model/prompt.h"
@@ -28,8 +31,11 @@ struct ServeCommandOptions {
   int64_t chunk = 512;
   std::string decode = "auto";  // static decode rows for --policy's requests: auto|eager|static
   int64_t default_max_tokens = 256;
-  int http_threads = 32;       // connections served at once (each streaming client holds one)
-  double shutdown_grace = 30;  // seconds
+  int http_threads = 32;  // connections served at once (each streaming client holds one)
+  std::vector<std::string> api_keys;      // --api-key (repeatable), with RETAIN_API_KEY's
+  bool metrics_open = false;              // /metrics without a key when keys are set
+  std::string ssl_certfile, ssl_keyfile;  // PEM files: HTTPS (OpenSSL through cpp-httplib)
+  double shutdown_grace = 30;             // seconds
 };
 
 int run_serve_command(const ServeCommandOptions& options);

@@ -414,16 +414,17 @@ TEST(Synthetic, CellsSharingAContextReadPredictWhatEachCellDoesAlone) {
       EXPECT_EQ(Json::parse(line)["context_read_by"], 1) << line;
   }
   o.sweep.share_context = true;
+  // --batch-size counts a shared read's rows (a row per unit and cell): `batch` units a read.
+  const auto cells = static_cast<int64_t>(alone.size() / 12);
   // --chunk 0 also reads each prompt in one step (the caches sized for it).
   for (int64_t batch : {1, 3, 2}) {
-    o.sweep.batch_size = batch;
+    o.sweep.batch_size = batch * cells;
     o.sweep.chunk = batch == 2 ? 0 : 4096;
     o.sweep.out = (dir / ("shared" + std::to_string(batch))).string();
     ASSERT_EQ(run_synthetic_eval(o), 0);
     const auto shared = generation_records(fs::path(o.sweep.out) / "predictions.jsonl");
     ASSERT_EQ(shared.size(), alone.size());
     // Every cell read the context together and decoded in one batch: a row per cell of each unit.
-    const auto cells = static_cast<int64_t>(alone.size() / 12);
     std::istringstream lines(read_text_file(fs::path(o.sweep.out) / "predictions.jsonl"));
     for (std::string line; std::getline(lines, line);) {
       const Json j = Json::parse(line);
@@ -434,7 +435,7 @@ TEST(Synthetic, CellsSharingAContextReadPredictWhatEachCellDoesAlone) {
       EXPECT_EQ(shared.at(key), record) << batch << " " << key;
   }
   // Room for one policy's copies of a context per read: each policy reads it for its budgets.
-  o.sweep.batch_size = 2;
+  o.sweep.batch_size = 2 * cells;
   o.sweep.chunk = 4096;
   o.sweep.shared_context_gib = 1e-9;
   o.sweep.out = (dir / "per-policy").string();
@@ -494,12 +495,12 @@ TEST(Synthetic, CellsSharingAnEvictModeFirstChunkPredictWhatEachCellDoesAlone) {
     ASSERT_EQ(run_synthetic_eval(o), 0);
     const auto alone = generation_records(fs::path(o.sweep.out) / "predictions.jsonl");
     ASSERT_EQ(alone.size(), (o.sweep.policies.size() - 1) * 2 * 12 + 12);
+    const auto cells = static_cast<int64_t>(alone.size() / 12);
     o.sweep.share_context = true;
-    o.sweep.batch_size = k.batch;
+    o.sweep.batch_size = k.batch * cells;  // rows: k.batch units a read
     o.sweep.out = (dir / ("shared-" + name)).string();
     ASSERT_EQ(run_synthetic_eval(o), 0);
     const auto shared = generation_records(fs::path(o.sweep.out) / "predictions.jsonl");
-    const auto cells = static_cast<int64_t>(alone.size() / 12);
     std::istringstream lines(read_text_file(fs::path(o.sweep.out) / "predictions.jsonl"));
     for (std::string line; std::getline(lines, line);) {
       const Json j = Json::parse(line);

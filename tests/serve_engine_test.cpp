@@ -11,6 +11,7 @@
 #include "model/decoder.h"
 #include "model/generate.h"
 #include "model/tokenizers/incremental_detokenizer.h"
+#include "serve/access.h"
 #include "serve/byte_size.h"
 #include "serve/engine.h"
 #include "serve/openai_api.h"
@@ -174,6 +175,27 @@ TEST(ServeEngine, CancelledAndFailingRequestsLeaveTheOthersRunning) {
   engine.stop(0ms);
   EXPECT_EQ(wait_end(*left).finish_reason, "cancelled");
   EXPECT_ERROR_CONTAINS(engine.submit(request_for(keep, nullptr)), "shutting down");
+}
+
+// API keys: --api-key and RETAIN_API_KEY's comma-separated keys together, a Bearer token matched
+// whole against each (a prefix, a longer guess, another scheme or an empty key never pass).
+TEST(ServeAccess, KeysComeFromTheFlagsAndTheEnvironmentAndMatchWhole) {
+  const auto keys = server_api_keys({"alpha-key"}, "beta,gamma-long-key");
+  EXPECT_EQ(keys, (std::vector<std::string>{"alpha-key", "beta", "gamma-long-key"}));
+  EXPECT_TRUE(server_api_keys({}, nullptr).empty());
+  EXPECT_TRUE(server_api_keys({}, "").empty());
+  EXPECT_ERROR_CONTAINS(server_api_keys({""}, nullptr), "--api-key must not be empty");
+  EXPECT_ERROR_CONTAINS(server_api_keys({}, "a,,b"), "RETAIN_API_KEY holds an empty key");
+  for (const char* ok : {"Bearer alpha-key", "Bearer beta", "Bearer gamma-long-key"})
+    EXPECT_TRUE(authorized(ok, keys)) << ok;
+  for (const char* no : {"", "Bearer ", "Bearer alpha", "Bearer alpha-key2", "Bearer bet",
+                         "bearer beta", "Basic beta", "beta", "Bearer  beta", "Bearer gamma"})
+    EXPECT_FALSE(authorized(no, keys)) << no;
+  EXPECT_FALSE(authorized("Bearer x", {}));
+  for (const char* host : {"127.0.0.1", "127.1.2.3", "localhost", "::1"})
+    EXPECT_TRUE(is_loopback_host(host)) << host;
+  for (const char* host : {"0.0.0.0", "::", "10.0.0.1", "192.168.1.2", "example.org"})
+    EXPECT_FALSE(is_loopback_host(host)) << host;
 }
 
 TEST(ServeApi, RequestsAreCheckedFieldByField) {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `retain serve` end to end: the official `openai` client against the server on loopback
 # (tests/serve_client.py: answers equal `retain generate`, streaming, stop sequences, cancellation,
-# errors, a bounded load test), then a graceful shutdown that lets an in-flight stream finish, and
-# bad flags refused at start.
+# errors, a bounded load test), then a graceful shutdown that lets an in-flight stream finish, API
+# keys over HTTPS, and bad flags refused at start.
 # Usage: serve_test.sh RETAIN WORKDIR PYTHON SOURCE_DIR
 set -uo pipefail
 retain="$1"
@@ -110,6 +110,64 @@ check "bench serve --decode static" "$retain" bench serve --preset tiny --arch l
   --budget 8 --chunk 16 --max-batch 3 --decode static --json
 "$python" -c "import json,sys; r=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); assert r['identical_answers'] == 6 and r['served_decode'] == '3 static rows', r" "$work/out.txt" &&
   echo "ok   bench serve --decode static: identical answers in rows" || { echo "FAIL bench serve static answers"; failures=$((failures + 1)); }
+
+# Access: API keys (a flag's and RETAIN_API_KEY's) over HTTPS with a certificate made here.
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$work/key.pem" -out "$work/cert.pem" -days 1 \
+  -subj "/CN=127.0.0.1" -addext "subjectAltName=IP:127.0.0.1" > /dev/null 2>&1 ||
+  { echo "FAIL openssl could not make a test certificate"; exit 1; }
+rm -f "$work/port"
+RETAIN_API_KEY=env-key,second-env-key "$retain" serve "${common[@]}" --port 0 --port-file "$work/port" \
+  --api-key flag-key --ssl-certfile "$work/cert.pem" --ssl-keyfile "$work/key.pem" > "$work/tls.log" 2>&1 &
+tls_pid=$!
+for _ in $(seq 600); do [ -s "$work/port" ] && break; sleep 0.1; done
+if "$python" - "https://127.0.0.1:$(cat "$work/port" 2>/dev/null)" "$work/expected.json" "$work/cert.pem" <<'PY'
+import json, sys, openai
+import httpx2 as httpx  # the HTTP client openai 3 is built on
+url, expected, cert = sys.argv[1], json.load(open(sys.argv[2])), sys.argv[3]
+def client(key):
+    return openai.OpenAI(base_url=url + "/v1", api_key=key, max_retries=0, http_client=httpx.Client(verify=cert))
+for key in ("flag-key", "env-key", "second-env-key"):
+    r = client(key).completions.create(model="base", prompt=expected["prompt"], max_tokens=12, temperature=0)
+    assert r.choices[0].text == expected["completion"]["text"], (key, r.choices[0].text)
+for key in ("wrong-key", "flag-ke", "flag-key2"):
+    try:
+        client(key).completions.create(model="base", prompt="x", max_tokens=2)
+        raise AssertionError(f"{key} was let in")
+    except openai.AuthenticationError as e:
+        assert e.status_code == 401 and e.body["code"] == "invalid_api_key", e.body
+try:
+    client("wrong-key").models.list()
+    raise AssertionError("/v1/models without the key")
+except openai.AuthenticationError:
+    pass
+with httpx.Client(verify=cert) as h:
+    assert h.post(url + "/v1/completions", json={"model": "base", "prompt": "x"}).status_code == 401
+    assert h.get(url + "/health").status_code == 200
+    assert h.get(url + "/metrics").status_code == 401
+    assert h.get(url + "/metrics", headers={"Authorization": "Bearer env-key"}).status_code == 200
+try:
+    httpx.get(url.replace("https", "http") + "/health", timeout=5)
+    raise AssertionError("plain HTTP answered on the HTTPS port")
+except httpx.HTTPError:
+    pass
+PY
+then echo "ok   API keys over HTTPS: the right keys answer, wrong or none 401, /health open, /metrics guarded"
+else echo "FAIL API keys over HTTPS"; tail -5 "$work/tls.log"; failures=$((failures + 1)); fi
+kill -TERM "$tls_pid"; wait "$tls_pid"
+grep -q "on https://127.0.0.1:.* (API key required)" "$work/tls.log" && echo "ok   the start line says HTTPS and keys" ||
+  { echo "FAIL the start line: $(grep serving "$work/tls.log")"; failures=$((failures + 1)); }
+# A non-loopback host without a key is warned about before binding (this address cannot be bound
+# here, so nothing listens beyond loopback).
+check_error "no key on a non-loopback host" "without an API key" \
+  "$retain" serve --model "$model" --host 203.0.113.7 --port 0
+check_error "certificate without its key" "go together" \
+  "$retain" serve --model "$model" --ssl-certfile "$work/cert.pem" --port 0
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$work/other-key.pem" -out "$work/other.pem" -days 1 \
+  -subj "/CN=x" > /dev/null 2>&1
+check_error "a key that is not the certificate's" "OpenSSL refused the certificate" \
+  "$retain" serve --model "$model" --ssl-certfile "$work/cert.pem" --ssl-keyfile "$work/other-key.pem" --port 0
+check_error "an empty RETAIN_API_KEY entry" "empty key" env RETAIN_API_KEY=a,,b \
+  "$retain" serve --model "$model" --port 0
 
 # Bad flags: refused at start, naming what is wrong.
 check_error "policy without a budget" "needs --budget" "$retain" serve --model "$model" --policy snapkv --port 0

@@ -147,7 +147,8 @@ std::vector<Json> run_generations(const Benchmark& benchmark, const std::vector<
 // policies and all their budgets (SharedContextCache; one row per cell from then on, every row
 // decoded in one batch, each policy over its own rows), as many policies per read as keep the
 // rows' copies of the contexts within `read_bytes`; any other unit runs cell by cell. Each record
-// is what run_generations gives for its cell.
+// is what run_generations gives for its cell. run_sweep gives it about --batch-size rows (a row
+// per unit and cell) a call.
 std::vector<std::vector<Json>> run_generations_shared(const Benchmark& benchmark,
                                                       const std::vector<size_t>& units,
                                                       const std::vector<UnitContext>& cells,

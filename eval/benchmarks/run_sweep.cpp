@@ -246,6 +246,14 @@ bool shares_context(const std::vector<GenerationRequest>& per_budget, int64_t ch
   return true;
 }
 
+// Whether `unit` is read once for all of `cells` (run_generations_shared's test).
+bool unit_shares_context(const Benchmark& benchmark, size_t unit,
+                         const std::vector<UnitContext>& cells) {
+  std::vector<GenerationRequest> per_cell;
+  for (const auto& c : cells) per_cell.push_back(checked_request(benchmark, unit, c));
+  return cells.size() > 1 && shares_context(per_cell, cells.front().chunk);
+}
+
 }  // namespace
 
 std::vector<Json> run_generations(const Benchmark& benchmark, const std::vector<size_t>& units,
@@ -298,10 +306,9 @@ std::vector<std::vector<Json>> run_generations_shared(const Benchmark& benchmark
     }
     // What one row holds of the units' contexts while they are read: every row is a full copy
     // until the read ends.
-    const Decoder& model = cells.front().model;
-    const ModelConfig& config = model.config();
+    const ModelConfig& config = cells.front().model.config();
     const int64_t token_bytes = 2 * config.num_layers * config.num_kv_heads * config.head_dim *
-                                static_cast<int64_t>(c10::elementSize(model.dtype()));
+                                static_cast<int64_t>(c10::elementSize(cells.front().model.dtype()));
     int64_t context_bytes = 0;
     for (const auto& per_cell : shared_requests)
       context_bytes += shared_read_tokens(per_cell.front(), cells.front().chunk) * token_bytes;
@@ -495,8 +502,14 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
     std::vector<std::vector<std::optional<Json>>> records;  // [cell][unit]
   };
   std::vector<std::unique_ptr<Group>> groups;  // stable addresses: contexts point into them
-  // One batch of work: consecutive pending units (some cell of the group lacks them) of a group.
-  std::vector<std::pair<Group*, std::vector<size_t>>> work;
+  // One batch of work: consecutive pending units (some cell of the group lacks them) of a group,
+  // under every cell of the group or under one.
+  struct Work {
+    Group* group = nullptr;
+    std::vector<size_t> units;
+    std::optional<size_t> cell;  // the group's cell, or none: all of them
+  };
+  std::vector<Work> work;
   for (size_t first = 0; first < cells.size();) {
     const size_t last = share ? cells.size() : first + 1;
     auto g = std::make_unique<Group>();
@@ -524,10 +537,31 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
           pending.push_back(i);
           break;
         }
-    for (size_t begin = 0; begin < pending.size(); begin += static_cast<size_t>(s.batch_size)) {
-      const size_t end = std::min(pending.size(), begin + static_cast<size_t>(s.batch_size));
-      work.emplace_back(g.get(),
-                        std::vector<size_t>(pending.begin() + begin, pending.begin() + end));
+    // Units read once for the group's cells go as batches of about --batch-size rows (a row per
+    // cell); the others cell by cell in batches of --batch-size units, as without sharing.
+    std::vector<size_t> shared_units, alone_units;
+    for (size_t i : pending)
+      (g->n > 1 && unit_shares_context(benchmark, i, g->contexts) ? shared_units : alone_units)
+          .push_back(i);
+    const auto batches = [&](const std::vector<size_t>& list, size_t size,
+                             std::optional<size_t> cell) {
+      for (size_t begin = 0; begin < list.size(); begin += size)
+        work.push_back({g.get(),
+                        std::vector<size_t>(list.begin() + begin,
+                                            list.begin() + std::min(list.size(), begin + size)),
+                        cell});
+    };
+    const auto batch = static_cast<size_t>(s.batch_size);
+    batches(shared_units, std::max<size_t>(1, batch / g->n), std::nullopt);
+    if (g->n == 1) {
+      batches(alone_units, batch, std::nullopt);
+    } else {
+      for (size_t k = 0; k < g->n; ++k) {
+        std::vector<size_t> lacking;  // a resumed sweep redoes no finished cell
+        for (size_t i : alone_units)
+          if (!g->records[k][i]) lacking.push_back(i);
+        batches(lacking, batch, k);
+      }
     }
     groups.push_back(std::move(g));
     first = last;
@@ -537,11 +571,13 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
   // load and set-up are not in it.
   int64_t generated = 0;
   std::mutex done_mutex;  // the log, the records, the bar and the count, with --workers
-  auto run_batch = [&](Group& g, const std::vector<size_t>& batch) {
+  auto run_batch = [&](const Work& w) {
+    Group& g = *w.group;
+    const std::vector<size_t>& batch = w.units;
     // The cells some unit of the batch lacks: a resumed or widened sweep redoes no finished cell.
     std::vector<size_t> todo;
     std::vector<UnitContext> contexts;
-    for (size_t k = 0; k < g.n; ++k)
+    for (size_t k = w.cell.value_or(0); k < (w.cell ? *w.cell + 1 : g.n); ++k)
       for (size_t unit : batch)
         if (!g.records[k][unit]) {
           todo.push_back(k);
@@ -572,7 +608,7 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
   };
   const auto started = std::chrono::steady_clock::now();
   if (workers == 1) {
-    for (auto& [group, batch] : work) run_batch(*group, batch);
+    for (const Work& w : work) run_batch(w);
   } else {
     // Batches shared out to workers, each with its share of the threads: a tiny model's products
     // keep one core busy better than they split over two (the demo's sweep: 16.3 answers/s on one
@@ -588,8 +624,7 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
         c10::InferenceMode worker_guard;
         at::set_num_threads(threads);
         try {
-          for (size_t i = next++; i < work.size() && !failed; i = next++)
-            run_batch(*work[i].first, work[i].second);
+          for (size_t i = next++; i < work.size() && !failed; i = next++) run_batch(work[i]);
         } catch (...) {
           std::lock_guard<std::mutex> lock(done_mutex);
           if (!error) error = std::current_exception();
