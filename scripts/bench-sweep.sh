@@ -58,8 +58,9 @@ figure() {
       "$bin" eval synthetic --config recipes/demo/eval.yaml --model recipes/demo/base \
         --data "$demo/data/heldout.jsonl" --gates-dir "$demo" --out "$dir" "${extra[@]}" \
         > "$work/log.txt" 2>&1 || { cat "$work/log.txt" >&2; exit 1; }
-      "$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["generated_per_s"])' \
-        "$dir/scores.json" ;;
+      # From the closing log line ("generated N answers in S s"), which older builds print too.
+      "$python" -c 'import re,sys; m=re.findall(r"generated (\d+) \S+ in ([\d.]+) s", open(sys.argv[1]).read())
+print(int(m[-1][0]) / float(m[-1][1]))' "$work/log.txt" ;;
     step | teacher)
       "$bin" bench train --model recipes/demo/base --dtype fp32 --device cpu --seq 1024 --batch 2 \
         --gates mlp3 --gate-width 64 --memory 12 --iters 20 --warmup 3 --json \
