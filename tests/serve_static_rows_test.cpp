@@ -144,7 +144,9 @@ void expect_rows_follow_alone(const Decoder& model, const std::vector<std::strin
             << (logits[row] - want).abs().max().item<float>();
         // knorm's key norms round otherwise in a 2-row product than alone: near-equal norms
         // can swap (seen once on a Sapphire Rapids-class machine, 2026-12-01; logits equal).
-        if (spec.name() != "knorm") EXPECT_EQ(kept(rows.cache(), row, c), alone[i].kept[s]);
+        if (spec.name() != "knorm") {
+          EXPECT_EQ(kept(rows.cache(), row, c), alone[i].kept[s]);
+        }
         if (done[i] == plans[i].steps) {
           rows.leave(row);
           it = row_of.erase(it);
