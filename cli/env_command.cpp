@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "core/cpu_isa.h"
 #include "kernels/cache_append_triton.h"
 #include "kernels/cache_attention_triton.h"
 #include "kernels/device_info.h"
@@ -28,6 +29,12 @@ void register_env_command(CLI::App& app, Commands& commands) {
               << (std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY")
                                                  : "libgomp's default")
               << (std::getenv("GOMP_SPINCOUNT") ? " (GOMP_SPINCOUNT set)" : "") << "\n"
+              // core/cpu_isa.h: `retain train` is portable unless RETAIN_CPU_NUMERICS=native.
+              << "CPU numerics: " << retain::cpu_numerics_description()
+              << "; retain train: "
+              << (std::getenv("RETAIN_CPU_NUMERICS") ? std::getenv("RETAIN_CPU_NUMERICS")
+                                                      : "portable")
+              << "\n"
               << "CUDA sources compiled: " << (cuda_sources_compiled() ? "yes" : "no") << "\n"
               << "CUDA available to LibTorch: " << (at::hasCUDA() ? "yes" : "no") << "\n";
     std::set<std::string> archs;

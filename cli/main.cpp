@@ -47,7 +47,12 @@ int launch_main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   retain::choose_openmp_wait_policy(argv);
-  retain::configure_cpu_isa();
+  try {
+    retain::configure_cpu_isa(argc > 1 ? argv[1] : "");
+  } catch (const std::exception& e) {
+    std::cerr << "retain: error: " << e.what() << std::endl;
+    return 2;
+  }
   retain::keep_freed_memory_for_reuse();
   if (argc > 1 && std::string(argv[1]) == "launch") {
     try {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <iostream>
 
+#include "core/cpu_isa.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -111,7 +112,8 @@ void Trainer::setup() {
              tp_->world() > 1 ? str_cat(" (tensor parallel ", tp_->world(), " x data parallel ",
                                         dp_->world(), ")")
                               : std::string(),
-             ", global batch ", s_.batch_size * s_.grad_accum * dp_->world(), " sequences");
+             ", global batch ", s_.batch_size * s_.grad_accum * dp_->world(), " sequences",
+             device.is_cpu() ? str_cat("; CPU numerics ", cpu_numerics_description()) : std::string());
 }
 
 BatchLoss Trainer::forward(const PackedBatch& batch, int64_t targets, bool with_stats,
