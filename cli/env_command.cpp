@@ -28,12 +28,12 @@ void register_env_command(CLI::App& app, Commands& commands) {
               << "OpenMP wait policy: "
               << (std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY")
                                                  : "libgomp's default")
-              << (std::getenv("GOMP_SPINCOUNT") ? " (GOMP_SPINCOUNT set)" : "") << "\n"
+              << (std::getenv("GOMP_SPINCOUNT") ? " (GOMP_SPINCOUNT set)" : "")
+              << "\n"
               // core/cpu_isa.h: `retain train` is portable unless RETAIN_CPU_NUMERICS=native.
-              << "CPU numerics: " << retain::cpu_numerics_description()
-              << "; retain train: "
+              << "CPU numerics: " << retain::cpu_numerics_description() << "; retain train: "
               << (std::getenv("RETAIN_CPU_NUMERICS") ? std::getenv("RETAIN_CPU_NUMERICS")
-                                                      : "portable")
+                                                     : "portable")
               << "\n"
               << "CUDA sources compiled: " << (cuda_sources_compiled() ? "yes" : "no") << "\n"
               << "CUDA available to LibTorch: " << (at::hasCUDA() ? "yes" : "no") << "\n";

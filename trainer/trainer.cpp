@@ -106,14 +106,15 @@ void Trainer::setup() {
   int64_t params = 0;
   for (const auto& t : trainable_->parameters()) params += t.numel();
   if (leader())
-    log_info("training ", params, " parameters (", trainable_->description(), ") on ",
-             data_->size(), " sequences of ", s_.seq_len, " tokens (", data_->num_tokens(),
-             " tokens) on ", device.str(), ", ", comm_->name(),
-             tp_->world() > 1 ? str_cat(" (tensor parallel ", tp_->world(), " x data parallel ",
-                                        dp_->world(), ")")
-                              : std::string(),
-             ", global batch ", s_.batch_size * s_.grad_accum * dp_->world(), " sequences",
-             device.is_cpu() ? str_cat("; CPU numerics ", cpu_numerics_description()) : std::string());
+    log_info(
+        "training ", params, " parameters (", trainable_->description(), ") on ", data_->size(),
+        " sequences of ", s_.seq_len, " tokens (", data_->num_tokens(), " tokens) on ",
+        device.str(), ", ", comm_->name(),
+        tp_->world() > 1
+            ? str_cat(" (tensor parallel ", tp_->world(), " x data parallel ", dp_->world(), ")")
+            : std::string(),
+        ", global batch ", s_.batch_size * s_.grad_accum * dp_->world(), " sequences",
+        device.is_cpu() ? str_cat("; CPU numerics ", cpu_numerics_description()) : std::string());
 }
 
 BatchLoss Trainer::forward(const PackedBatch& batch, int64_t targets, bool with_stats,
