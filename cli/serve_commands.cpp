@@ -47,9 +47,28 @@ void register_serve_command(CLI::App& app, Commands& commands) {
                   "max_tokens of a request that gives none")
       ->check(kPositive)
       ->capture_default_str();
-  cmd->add_option("--http-threads", o->http_threads,
-                  "connections served at once (a streaming client holds one)")
+  cmd->add_option("--http-timeout", o->http_timeout,
+                  "seconds a request may take to arrive whole, and a reply's write to move a byte "
+                  "(a client that stops reading its stream is cancelled)")
       ->check(kPositive)
+      ->capture_default_str();
+  cmd->add_option("--max-connections", o->max_connections,
+                  "connections served at once (a streaming client holds one); more are answered "
+                  "503 with Retry-After")
+      ->check(kPositive)
+      ->capture_default_str();
+  cmd->add_option("--max-client-connections", o->max_client_connections,
+                  "connections one client address may hold at once; more are answered 429")
+      ->check(kPositive)
+      ->capture_default_str();
+  cmd->add_option("--max-body", o->max_body,
+                  "largest request body, e.g. 64MiB (K/M/G/KiB/MiB/GiB); larger ones are answered "
+                  "413")
+      ->capture_default_str();
+  cmd->add_option("--max-queue", o->max_queue,
+                  "requests waiting for room at once (0: no bound); more are answered 429 with "
+                  "Retry-After")
+      ->check(kNonNegative)
       ->capture_default_str();
   cmd->add_option("--api-key", o->api_keys,
                   "a key clients must send as 'Authorization: Bearer KEY' on every /v1 route "

@@ -70,6 +70,7 @@ ServeEngine::ServeEngine(const Decoder& model, EngineOptions options)
   RETAIN_CHECK(options_.max_batch >= 1, "serve: --max-batch must be >= 1");
   RETAIN_CHECK(options_.chunk >= 1, "serve: --chunk must be >= 1");
   RETAIN_CHECK(options_.kv_memory >= 0, "serve: --kv-memory must be >= 0");
+  RETAIN_CHECK(options_.max_waiting >= 0, "serve: --max-queue must be >= 0");
   const ModelConfig& c = model_.config();
   const int64_t element = static_cast<int64_t>(c10::elementSize(model_.dtype()));
   bytes_per_token_ = 2 * c.num_layers * c.num_kv_heads * c.head_dim * element;
@@ -173,7 +174,11 @@ std::shared_ptr<RequestHandle> ServeEngine::submit(ServeRequest request) {
   auto handle = active->handle;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    RETAIN_CHECK(!stopping_, "the server is shutting down");
+    if (stopping_) throw EngineRefusal("the server is shutting down", /*stopping=*/true);
+    if (options_.max_waiting > 0 && static_cast<int64_t>(waiting_.size()) >= options_.max_waiting)
+      throw EngineRefusal(str_cat("the server's queue is full: ", waiting_.size(),
+                                  " requests wait for room (--max-queue); retry in a moment"),
+                          /*stopping=*/false);
     waiting_.push_back(std::move(active));
     stats_.waiting = static_cast<int64_t>(waiting_.size());
   }

@@ -87,6 +87,16 @@ struct EngineOptions {
   // `slots` (or where they cannot decode statically) every request decodes eagerly.
   DecodeMode decode = DecodeMode::kAuto;
   std::optional<SlotPolicy> slots;
+  // Requests waiting for admission at once (0: no bound); submit refuses one more.
+  int64_t max_waiting = 0;
+};
+
+// submit()'s refusal of a request that could run at another time: the queue is full (a client
+// should retry: 429) or the engine is stopping (503).
+class EngineRefusal : public Error {
+ public:
+  EngineRefusal(const std::string& message, bool stopping) : Error(message), stopping(stopping) {}
+  bool stopping;
 };
 
 // Figures for /metrics, read at any time.
@@ -118,7 +128,8 @@ class ServeEngine {
   const std::string& static_rows_refused() const { return static_refused_; }
   // How the rows decode: "cuda-graph" or "static" ("" without rows).
   std::string static_rows_mode() const { return slots_ ? slots_->mode() : ""; }
-  // Queues a request; throws retain::Error when it can never run or the engine is stopping.
+  // Queues a request; throws EngineRefusal when the queue is full or the engine is stopping,
+  // retain::Error when it can never run.
   std::shared_ptr<RequestHandle> submit(ServeRequest request);
   // Stops admitting; lets running and queued requests finish for up to `grace`, then cancels the
   // rest and joins the engine's thread.

@@ -24,7 +24,8 @@ void summary(std::ostringstream& out, const std::string& name, const std::string
 
 }  // namespace
 
-std::string prometheus_text(const EngineStats& s, int64_t kv_memory) {
+std::string prometheus_text(const EngineStats& s, int64_t kv_memory,
+                            const ConnectionStats& connections) {
   std::ostringstream out;
   out.precision(10);
   metric(out, "retain_requests_waiting", "gauge", "Requests queued for admission.",
@@ -69,6 +70,12 @@ std::string prometheus_text(const EngineStats& s, int64_t kv_memory) {
           s.time_to_first_token);
   summary(out, "retain_inter_token_latency_seconds",
           "Between a request's successive tokens (latest 2048 gaps).", s.inter_token);
+  metric(out, "retain_http_connections", "gauge", "HTTP connections being served.",
+         static_cast<double>(connections.open));
+  metric(out, "retain_http_connections_refused_total", "counter",
+         "Connections answered 503 or 429 at connect (--max-connections, "
+         "--max-client-connections).",
+         static_cast<double>(connections.refused));
   return out.str();
 }
 

@@ -1,6 +1,7 @@
 #include "serve/serve_command.h"
 
 #include <httplib.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
@@ -17,6 +18,7 @@
 #include "serve/access.h"
 #include "serve/byte_size.h"
 #include "serve/engine.h"
+#include "serve/http_server.h"
 #include "serve/metrics_text.h"
 #include "serve/openai_api.h"
 
@@ -41,6 +43,8 @@ void send_json(httplib::Response& res, int status, const Json& body) {
 
 void send_error(httplib::Response& res, const ApiError& e) {
   send_json(res, e.status, error_body(e));
+  // A full queue or a stopping server: the client may try again (vLLM and OpenAI say when).
+  if (e.status == 429 || e.status == 503) res.set_header("Retry-After", "1");
 }
 
 std::string sse(const Json& event) { return "data: " + json_text(event) + "\n\n"; }
@@ -48,7 +52,17 @@ std::string sse(const Json& event) { return "data: " + json_text(event) + "\n\n"
 // The request's answer once the engine ended it.
 void answer_whole(httplib::Response& res, const ApiRequest& r, const ApiContext& context,
                   const std::shared_ptr<RequestHandle>& handle) {
-  const RequestEvent event = handle->wait_end();
+  // A client that closed its connection waits for nothing: the request is cancelled, as a
+  // closed stream's is, and its rows are freed at the engine's next step.
+  RequestEvent event;
+  for (;;) {
+    event = handle->wait(event.tokens.size(), std::chrono::milliseconds(100));
+    if (event.finished) break;
+    if (GuardedHttpServer::client_gone()) {
+      handle->cancel();
+      return;
+    }
+  }
   if (event.finish_reason == "error")
     return send_error(res, ApiError(500, "generation failed: " + event.error, "", "server_error"));
   if (event.finish_reason == "cancelled")
@@ -159,26 +173,32 @@ int run_serve_command(const ServeCommandOptions& o) {
   engine_options.decode = parse_decode_mode(o.decode);
   engine_options.slots = SlotPolicy{spec, o.budget, loaded.learned_for(spec)};
   engine_options.detokenize = text_decoder(tokenizer, /*skip_special=*/true);
+  engine_options.max_waiting = o.max_queue;
   ServeEngine engine(model, engine_options);
 
   const std::vector<std::string> keys = server_api_keys(o.api_keys, std::getenv("RETAIN_API_KEY"));
-  // HTTPS when a certificate is given: cpp-httplib's OpenSSL server, the same routes.
-  std::unique_ptr<httplib::Server> server_holder;
+  // HTTPS when a certificate is given (OpenSSL on the same connections), the same routes.
   const bool tls = !o.ssl_certfile.empty() || !o.ssl_keyfile.empty();
-  if (tls) {
-    RETAIN_CHECK(!o.ssl_certfile.empty() && !o.ssl_keyfile.empty(),
-                 "serve: --ssl-certfile and --ssl-keyfile go together (HTTPS needs both)");
-    for (const auto& file : {o.ssl_certfile, o.ssl_keyfile})
-      RETAIN_CHECK(fs::is_regular_file(file), "serve: ", file, " is not a readable file");
-    auto ssl = std::make_unique<httplib::SSLServer>(o.ssl_certfile.c_str(), o.ssl_keyfile.c_str());
-    RETAIN_CHECK(ssl->is_valid(), "serve: OpenSSL refused the certificate ", o.ssl_certfile,
-                 " with the key ", o.ssl_keyfile,
-                 " (expected a PEM certificate and the PEM private key that matches it)");
-    server_holder = std::move(ssl);
-  } else {
-    server_holder = std::make_unique<httplib::Server>();
+  for (const auto& file : {o.ssl_certfile, o.ssl_keyfile})
+    RETAIN_CHECK(file.empty() || fs::is_regular_file(file), "serve: ", file,
+                 " is not a readable file");
+  HttpLimits limits;
+  limits.timeout_s = o.http_timeout;
+  limits.max_connections = o.max_connections;
+  limits.max_client_connections = o.max_client_connections;
+  const int64_t max_body = parse_bytes(o.max_body, "--max-body");
+  RETAIN_CHECK(max_body >= 1, "serve: --max-body must be at least 1 byte, found ", o.max_body);
+  GuardedHttpServer server(limits, o.ssl_certfile, o.ssl_keyfile);
+  // Each connection is a file descriptor: the soft limit (often 1,024) goes up to the hard one,
+  // as vLLM's server does, so --max-connections is what bounds them.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
   }
-  httplib::Server& server = *server_holder;
+  // A client gone mid-write is an error return, not a signal that ends the server (TLS writes go
+  // through OpenSSL's write(), which cannot pass MSG_NOSIGNAL).
+  std::signal(SIGPIPE, SIG_IGN);
   if (keys.empty() && !is_loopback_host(o.host))
     log_warn("serve: listening on ", o.host,
              " without an API key: anyone who reaches this port can use the model (set "
@@ -197,9 +217,7 @@ int run_serve_command(const ServeCommandOptions& o) {
     res.set_header("Connection", "close");
     return httplib::Server::HandlerResponse::Handled;
   });
-  const int http_threads = std::max(2, o.http_threads);
-  server.new_task_queue = [http_threads] { return new httplib::ThreadPool(http_threads); };
-  server.set_payload_max_length(64u << 20);
+  server.set_payload_max_length(static_cast<size_t>(max_body));
   server.set_exception_handler(
       [](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
         std::string what = "internal error";
@@ -211,11 +229,21 @@ int run_serve_command(const ServeCommandOptions& o) {
         }
         send_error(res, ApiError(500, what, "", "server_error"));
       });
-  server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+  server.set_error_handler([&o](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     if (res.status == 404)
       send_error(res, ApiError(404, "no route " + req.method + " " + req.path + " (see /v1/models)",
                                "", "invalid_request_error", "not_found"));
+    else if (res.status == 413)
+      send_error(res,
+                 ApiError(413,
+                          str_cat("the request body of ", req.get_header_value("Content-Length"),
+                                  " bytes is over the server's --max-body of ", o.max_body),
+                          "", "invalid_request_error", "request_too_large"));
+    else if (res.status == 400)
+      send_error(res, ApiError(400, str_cat("the request could not be read: malformed HTTP, or not "
+                                            "whole within the server's --http-timeout of ",
+                                            o.http_timeout, " s")));
     else
       send_error(res, ApiError(res.status, "HTTP error " + std::to_string(res.status)));
   });
@@ -234,7 +262,9 @@ int run_serve_command(const ServeCommandOptions& o) {
                                       {"max_model_len", context.context_length}}})}});
   });
   server.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
-    res.set_content(prometheus_text(engine.stats(), kv_memory), "text/plain; version=0.0.4");
+    const ConnectionStats connections{server.open_connections(), server.refused_connections()};
+    res.set_content(prometheus_text(engine.stats(), kv_memory, connections),
+                    "text/plain; version=0.0.4");
   });
   auto generate_route = [&](bool chat) {
     return [&, chat](const httplib::Request& req, httplib::Response& res) {
@@ -250,10 +280,11 @@ int run_serve_command(const ServeCommandOptions& o) {
         std::shared_ptr<RequestHandle> handle;
         try {
           handle = engine.submit(r.engine);
+        } catch (const EngineRefusal& e) {
+          throw e.stopping ? ApiError(503, e.what(), "", "server_error")
+                           : ApiError(429, e.what(), "", "rate_limit_error", "rate_limit_exceeded");
         } catch (const Error& e) {
-          const bool shutting = std::string(e.what()).find("shutting down") != std::string::npos;
-          throw ApiError(shutting ? 503 : 400, e.what(), "",
-                         shutting ? "server_error" : "invalid_request_error");
+          throw ApiError(400, e.what());
         }
         if (r.stream)
           answer_stream(res, r, context, handle);

@@ -3,7 +3,8 @@
 // streamed), /v1/models, /health and /metrics (Prometheus text). SIGINT / SIGTERM stop admitting,
 // let in-flight requests finish for --shutdown-grace seconds, cancel the rest and close the port.
 // With API keys every /v1 route (and /metrics unless --metrics-open) answers 401 without one
-// (serve/access.h); with a certificate and key it speaks HTTPS.
+// (serve/access.h); with a certificate and key it speaks HTTPS. Connections, request arrival,
+// body size and the queue are bounded (serve/http_server.h): a client cannot hold the server.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +32,13 @@ struct ServeCommandOptions {
   int64_t chunk = 512;
   std::string decode = "auto";  // static decode rows for --policy's requests: auto|eager|static
   int64_t default_max_tokens = 256;
-  int http_threads = 32;  // connections served at once (each streaming client holds one)
+  // serve/http_server.h: a request arrives whole within --http-timeout seconds and a write moves
+  // within it; connections at once, from one address; bytes of a request body; requests queued.
+  double http_timeout = 30;
+  int64_t max_connections = 512;
+  int64_t max_client_connections = 64;
+  std::string max_body = "64MiB";
+  int64_t max_queue = 1024;
   std::vector<std::string> api_keys;      // --api-key (repeatable), with RETAIN_API_KEY's
   bool metrics_open = false;              // /metrics without a key when keys are set
   std::string ssl_certfile, ssl_keyfile;  // PEM files: HTTPS (OpenSSL through cpp-httplib)

@@ -164,7 +164,7 @@ check_error "certificate without its key" "go together" \
   "$retain" serve --model "$model" --ssl-certfile "$work/cert.pem" --port 0
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$work/other-key.pem" -out "$work/other.pem" -days 1 \
   -subj "/CN=x" > /dev/null 2>&1
-check_error "a key that is not the certificate's" "OpenSSL refused the certificate" \
+check_error "a key that is not the certificate's" "OpenSSL refused the key" \
   "$retain" serve --model "$model" --ssl-certfile "$work/cert.pem" --ssl-keyfile "$work/other-key.pem" --port 0
 check_error "an empty RETAIN_API_KEY entry" "empty key" env RETAIN_API_KEY=a,,b \
   "$retain" serve --model "$model" --port 0
