@@ -4,6 +4,7 @@
 #include "checkpoints/scorer_file.h"
 #include "checkpoints/step_dir.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/log.h"
 
 namespace retain {
@@ -24,15 +25,15 @@ void export_checkpoint(const fs::path& checkpoint, const fs::path& out) {
   const std::string kind = manifest.value("kind", "");
   if (kind == "gates") {
     read_gate_file_info(step_dir / "gates.safetensors");  // validates before copying
-    write_file_atomic(
-        out, [&](const fs::path& tmp) { fs::copy_file(step_dir / "gates.safetensors", tmp); });
+    // Read whole and written (a gate file is small): a failed write names its reason, where
+    // fs::copy_file reports "Input/output error" for a full disk.
+    write_text_file_atomic(out, read_text_file(step_dir / "gates.safetensors"));
     log_info("exported gates of ", step_dir.string(), " to ", out.string());
     return;
   }
   if (kind == "scorer") {
     read_scorer_file_info(step_dir / "scorer.safetensors");  // validates before copying
-    write_file_atomic(
-        out, [&](const fs::path& tmp) { fs::copy_file(step_dir / "scorer.safetensors", tmp); });
+    write_text_file_atomic(out, read_text_file(step_dir / "scorer.safetensors"));
     log_info("exported the scorer of ", step_dir.string(), " to ", out.string());
     return;
   }

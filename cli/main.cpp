@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 #include <CLI/CLI.hpp>
 
+#include <csignal>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -54,6 +55,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   retain::keep_freed_memory_for_reuse();
+  // A write past RLIMIT_FSIZE fails with EFBIG, as one on a full disk does with ENOSPC, and is
+  // reported as an error naming the file; the default action would kill the process midway.
+  std::signal(SIGXFSZ, SIG_IGN);
   if (argc > 1 && std::string(argv[1]) == "launch") {
     try {
       return launch_main(argc, argv);

@@ -1,6 +1,9 @@
 #include "core/fs.h"
 
+#include <fcntl.h>
 #include <unistd.h>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <system_error>
@@ -49,13 +52,26 @@ void write_dir_atomic(const fs::path& dir, const std::function<void(const fs::pa
   }
 }
 
+void ensure_writable_dir(const fs::path& dir, const std::string& what) {
+  std::error_code error;
+  fs::create_directories(dir, error);
+  RETAIN_CHECK(!error, what, " ", dir.string(), ": cannot create the directory (", error.message(),
+               ")");
+  const fs::path probe = dir / str_cat(".retain-write-probe.", ::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  RETAIN_CHECK(fd >= 0, what, " ", dir.string(), ": cannot write there (", std::strerror(errno),
+               ")");
+  ::close(fd);
+  fs::remove(probe, error);
+}
+
 void write_text_file_atomic(const fs::path& path, const std::string& content) {
   write_file_atomic(path, [&](const fs::path& tmp) {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     RETAIN_CHECK(out.good(), tmp.string(), ": cannot open for writing");
     out << content;
     out.close();
-    RETAIN_CHECK(out.good(), tmp.string(), ": write failed (disk full?)");
+    RETAIN_CHECK(out.good(), tmp.string(), ": write failed (", std::strerror(errno), ")");
   });
 }
 

@@ -1,5 +1,7 @@
 #include "core/safetensors.h"
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -205,7 +207,7 @@ void SafetensorsWriter::write(const fs::path& path) const {
       out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
     }
     out.close();
-    RETAIN_CHECK(out.good(), tmp.string(), ": write failed (disk full?)");
+    RETAIN_CHECK(out.good(), tmp.string(), ": write failed (", std::strerror(errno), ")");
   });
 }
 

@@ -255,6 +255,8 @@ PrepSummary run_prep(const PrepOptions& o) {
   fs::path out(o.out);
   RETAIN_CHECK(!fs::exists(out) || fs::is_empty(out), "prep: ", out.string(),
                " already exists and is not empty");
+  // prep writes OUT.tmp beside OUT, then renames it.
+  ensure_writable_dir(out.has_parent_path() ? out.parent_path() : fs::path("."), "prep: --out");
   for (const auto& in : o.inputs)
     RETAIN_CHECK(fs::is_regular_file(in), "prep: input ", in, " does not exist");
 

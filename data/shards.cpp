@@ -21,6 +21,29 @@ void silence_hdf5() {
   (void)done;
 }
 
+// The most specific message on HDF5's error stack (for a failed write, the system's reason:
+// "... errno = 28, error message = 'No space left on device' ..."), or "no detail from HDF5".
+std::string hdf5_reason() {
+  std::string reason;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_UPWARD,
+      [](unsigned, const H5E_error2_t* e, void* data) -> herr_t {
+        auto* out = static_cast<std::string*>(data);
+        if (out->empty() && e->desc != nullptr) *out = e->desc;
+        return 0;
+      },
+      &reason);
+  // A system call's failure carries the system's words: "... error message = 'File too large'".
+  const std::string marker = "error message = '";
+  const size_t at = reason.find(marker);
+  if (at != std::string::npos) {
+    const size_t from = at + marker.size(), to = reason.find('\'', from);
+    return reason.substr(from, to == std::string::npos ? std::string::npos : to - from);
+  }
+  std::replace(reason.begin(), reason.end(), '\n', ' ');
+  return reason.empty() ? "no detail from HDF5" : reason;
+}
+
 // Closes an HDF5 handle with the right function when it goes out of scope.
 class Handle {
  public:
@@ -51,7 +74,7 @@ void write_dataset(hid_t file, const char* name, hid_t type, const void* data, h
   RETAIN_CHECK(set.ok(), where, ": cannot create dataset '", name, "'");
   if (n > 0)
     RETAIN_CHECK(H5Dwrite(set.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0, where,
-                 ": writing '", name, "' failed");
+                 ": writing '", name, "' failed (", hdf5_reason(), ")");
 }
 
 void write_string_attribute(hid_t file, const char* name, const std::string& value,
@@ -61,7 +84,7 @@ void write_string_attribute(hid_t file, const char* name, const std::string& val
   Handle space(H5Screate(H5S_SCALAR), H5Sclose);
   Handle attr(H5Acreate2(file, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
   RETAIN_CHECK(attr.ok() && H5Awrite(attr.get(), type.get(), value.c_str()) >= 0, where,
-               ": writing attribute '", name, "' failed");
+               ": writing attribute '", name, "' failed (", hdf5_reason(), ")");
 }
 
 void write_int_attribute(hid_t file, const char* name, int64_t value, const std::string& where) {
@@ -69,7 +92,7 @@ void write_int_attribute(hid_t file, const char* name, int64_t value, const std:
   Handle attr(H5Acreate2(file, name, H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT),
               H5Aclose);
   RETAIN_CHECK(attr.ok() && H5Awrite(attr.get(), H5T_NATIVE_INT64, &value) >= 0, where,
-               ": writing attribute '", name, "' failed");
+               ": writing attribute '", name, "' failed (", hdf5_reason(), ")");
 }
 
 std::string read_string_attribute(hid_t file, const char* name, const std::string& where) {
@@ -204,7 +227,8 @@ void write_shard(const fs::path& path, const ShardContents& c, const ShardMeta& 
     // placeholders as text.
     write_int_attribute(file.get(), "format_version",
                         images ? kImageShardFormatVersion : meta.format_version, where);
-    RETAIN_CHECK(H5Fflush(file.get(), H5F_SCOPE_GLOBAL) >= 0, where, ": flush failed");
+    RETAIN_CHECK(H5Fflush(file.get(), H5F_SCOPE_GLOBAL) >= 0, where, ": flush failed (",
+                 hdf5_reason(), ")");
   });
   write_text_file_atomic(shard_checksum_path(path), sha256_file_hex(path) + "\n");
 }

@@ -1,7 +1,10 @@
 #include "eval/plot.h"
 
 #include <cairo-svg.h>
+
 #include <cairo.h>
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <cmath>
@@ -35,8 +38,11 @@ void set_color(cairo_t* cr, Rgb c, double alpha = 1.0) {
 }
 
 void check_cairo(cairo_status_t status, const fs::path& path) {
+  // cairo's write error does not say why; its stdio write left the system's reason in errno.
   RETAIN_CHECK(status == CAIRO_STATUS_SUCCESS, "cannot draw ", path.string(), ": ",
-               cairo_status_to_string(status));
+               cairo_status_to_string(status),
+               status == CAIRO_STATUS_WRITE_ERROR ? str_cat(" (", std::strerror(errno), ")")
+                                                  : std::string());
 }
 
 using Surface = std::unique_ptr<cairo_surface_t, decltype(&cairo_surface_destroy)>;

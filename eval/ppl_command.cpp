@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "core/progress.h"
@@ -61,6 +62,7 @@ int run_ppl_command(const PplCommandOptions& o) {
   RETAIN_CHECK(!o.out_dir.empty(), "eval ppl: --out is required");
   RETAIN_CHECK(o.text_file.empty() != o.jsonl_file.empty(),
                "eval ppl: give exactly one of --text and --jsonl");
+  ensure_writable_dir(o.out_dir, "eval ppl: --out");
   EvalModel m = load_eval_model(o.model, o.gates, true, o.policies);
   const Decoder& model = *m.model;
   const std::vector<PplDocument> docs = load_documents(o, *m.tokenizer);

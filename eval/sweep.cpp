@@ -79,11 +79,21 @@ void PredictionLog::append(const Json& record) {
   // file's write is not cut short by a signal), so a resumed run never meets a torn record.
   if (fd_ < 0) return;  // a reader
   const std::string line = record.dump() + "\n";
+  // A write cut short (a full disk, a file-size limit) is taken back to the last whole line, so
+  // the file holds whole predictions only and a resumed run redoes this one.
+  const off_t whole = ::lseek(fd_, 0, SEEK_END);
   size_t done = 0;
   while (done < line.size()) {
     const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    RETAIN_CHECK(n > 0, path_, ": write failed (", std::strerror(errno), ")");
+    if (n <= 0) {
+      const std::string reason = std::strerror(n < 0 ? errno : ENOSPC);
+      if (whole >= 0 && ::ftruncate(fd_, whole) != 0)
+        fail(path_, ": write failed (", reason, ") and its last ", done,
+             " bytes could not be taken back (", std::strerror(errno),
+             "); a resumed run drops that incomplete line");
+      fail(path_, ": write failed (", reason, "); the predictions before it are kept whole");
+    }
     done += static_cast<size_t>(n);
   }
 }

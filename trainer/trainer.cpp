@@ -68,7 +68,7 @@ void Trainer::setup() {
   if (fs::is_directory(s_.model_dir)) base_files_ = directory_stamps(s_.model_dir);
   if (leader()) {
     std::cerr << "resolved recipe (" << recipe_.where() << "):\n" << resolved;
-    fs::create_directories(s_.run_dir);
+    ensure_writable_dir(s_.run_dir, "run.dir");
     write_text_file_atomic(s_.run_dir / "recipe.yaml", resolved);
   }
   // Per-rank RNG streams (the data order comes from the sampler, identical on every rank).

@@ -4,8 +4,11 @@
 // so a resumed run continues bit for bit.
 #include <torch/serialize.h>
 
+#include <sstream>
+
 #include "checkpoints/step_dir.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/log.h"
 #include "core/safetensors.h"
 #include "trainer/trainer.h"
@@ -30,7 +33,11 @@ void Trainer::save_checkpoint(int64_t step) {
       params.add(name, t.detach().to(at::kCPU));
     params.add("rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
     params.write(dir / "params.safetensors");
-    torch::save(*optimizer_, (dir / "optimizer.pt").string());
+    // Serialized in memory, then written as any file: LibTorch's file writer throws from its
+    // destructor when the disk is full, which ends the process without a message.
+    std::ostringstream optimizer_bytes;
+    torch::save(*optimizer_, optimizer_bytes);
+    write_text_file_atomic(dir / "optimizer.pt", optimizer_bytes.str());
     write_text_file_atomic(dir / "recipe.yaml", recipe_.dump());
     trainable_->write_artifacts(dir);
   });

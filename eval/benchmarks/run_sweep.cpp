@@ -435,6 +435,7 @@ std::vector<ScoredUnit> scored_units(const Benchmark& benchmark, const std::vect
 int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
   const std::string command = "eval " + benchmark.name();
   RETAIN_CHECK(!s.out.empty(), command, ": --out is required");
+  ensure_writable_dir(s.out, command + ": --out");
   const auto cells = sweep_cells(s.policies, s.budgets, command);
   benchmark.load_data();
   // Each policy once, parsed once (by sweep_cells).
