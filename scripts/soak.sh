@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A bounded soak of `retain serve` on loopback (docs/serving.md, "Soak"): CLIENTS concurrent
 # clients for SECONDS with a mix of good (whole, streamed, sent slowly), malformed, unknown-route
-# and cancelled requests (scripts/soak.py). Prints requests served, p50 / p99 latency of the good
+# and cancelled requests (scripts/soak.py). Prints requests served, p50 / p99 latency of the good (fast-sent)
 # ones and the server's RSS per BUCKET seconds, errors by kind; fails when a request got another
 # answer than its kind's, a good one was lost or differs from `retain generate`, RSS grew by more
 # than RSS_GROWTH MiB after the first bucket, or the server is not alive and idle at the end.
