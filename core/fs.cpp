@@ -53,14 +53,18 @@ void write_dir_atomic(const fs::path& dir, const std::function<void(const fs::pa
 }
 
 void ensure_writable_dir(const fs::path& dir, const std::string& what) {
+  // Nothing is created: a command that then fails on other input leaves no empty directory.
+  // The probe goes into the deepest part of the path that exists.
   std::error_code error;
-  fs::create_directories(dir, error);
-  RETAIN_CHECK(!error, what, " ", dir.string(), ": cannot create the directory (", error.message(),
-               ")");
-  const fs::path probe = dir / str_cat(".retain-write-probe.", ::getpid());
+  fs::path place = dir;
+  while (!place.empty() && !fs::exists(place, error)) place = place.parent_path();
+  if (place.empty()) place = ".";
+  RETAIN_CHECK(fs::is_directory(place, error), what, " ", dir.string(), ": cannot create it (",
+               place.string(), " is not a directory)");
+  const fs::path probe = place / str_cat(".retain-write-probe.", ::getpid());
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  RETAIN_CHECK(fd >= 0, what, " ", dir.string(), ": cannot write there (", std::strerror(errno),
-               ")");
+  RETAIN_CHECK(fd >= 0, what, " ", dir.string(), ": cannot write in ", place.string(), " (",
+               std::strerror(errno), ")");
   ::close(fd);
   fs::remove(probe, error);
 }

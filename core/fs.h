@@ -25,9 +25,9 @@ void write_text_file_atomic(const fs::path& path, const std::string& content);
 // exception DIR.tmp is removed and `dir` is left as it was.
 void write_dir_atomic(const fs::path& dir, const std::function<void(const fs::path&)>& write);
 
-// Creates `dir` if needed and writes (then removes) a probe file in it, so a command refuses an
-// output place it cannot write (a file in the way, a read-only mount, no permission) before any
-// work, naming `what` (the flag or key) and the system's reason.
+// Writes (then removes) a probe file in `dir`, or in the deepest part of its path that exists
+// (creating nothing), so a command refuses an output place it cannot write (a file in the way, a
+// read-only mount, no permission) before any work, naming `what` (the flag or key) and the reason.
 void ensure_writable_dir(const fs::path& dir, const std::string& what);
 
 }  // namespace retain

@@ -140,7 +140,9 @@ import sys
 from safetensors.torch import load_file
 a, b = load_file(sys.argv[1]), load_file(sys.argv[2])
 diff = max((a[k] - b[k]).abs().max().item() for k in a)
-assert diff <= 1e-6, f"2 ranks differ from 1 rank by {diff}"
+# The gradients are summed in another order on 2 ranks; under the portable training numerics
+# (core/cpu_isa.h: ATen and MKL at AVX2) that rounding reached 1.17e-6 after 3 steps here.
+assert diff <= 2e-6, f"2 ranks differ from 1 rank by {diff}"
 print(f"ok   vlm gates: 2 ranks == 1 rank after 3 steps (max diff {diff:.2e})")
 PY
 check mmmu-trained-gates "$retain" eval mmmu --model "$vl" --data "$mmmu/release" --subjects Art_Theory \
