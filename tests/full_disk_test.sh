@@ -117,8 +117,8 @@ check_refused "export into a file's place" "$retain" export run --out a-file/gat
 
 # A real full disk and a read-only mount, where this machine lets the test mount (root, mount
 # namespaces): a 16 KiB tmpfs for the sweep (its predictions need 21 KB), a read-only one for train.
-if unshare -m true 2> /dev/null && [ "$(id -u)" -eq 0 ]; then
-  mkdir -p small
+mkdir -p small
+if [ "$(id -u)" -eq 0 ] && unshare -m mount -t tmpfs -o size=16k tmpfs small 2> /dev/null; then
   if unshare -m bash -c "mount -t tmpfs -o size=16k tmpfs small && \
       $(declare -f sweep); retain='$retain'; src='$src'; sweep small/out" > /dev/null 2> err.txt; then
     bad "a full tmpfs: the sweep succeeded in 16 KiB"
