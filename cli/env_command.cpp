@@ -32,8 +32,8 @@ void register_env_command(CLI::App& app, Commands& commands) {
               << "\n"
               // core/cpu_isa.h: `retain train` is portable unless RETAIN_CPU_NUMERICS=native.
               << "CPU numerics: " << retain::cpu_numerics_description() << "; retain train: "
-              << (std::getenv("RETAIN_CPU_NUMERICS") ? std::getenv("RETAIN_CPU_NUMERICS")
-                                                     : "portable")
+              << (retain::cpu_numerics_for("train") == retain::CpuNumerics::portable ? "portable"
+                                                                                     : "native")
               << "\n"
               << "CUDA sources compiled: " << (cuda_sources_compiled() ? "yes" : "no") << "\n"
               << "CUDA available to LibTorch: " << (at::hasCUDA() ? "yes" : "no") << "\n";

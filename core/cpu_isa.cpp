@@ -16,18 +16,19 @@ std::string variable(const char* name) {
 
 }  // namespace
 
-void configure_cpu_isa(const std::string& command) {
+CpuNumerics cpu_numerics_for(const std::string& command) {
   const char* mode = std::getenv("RETAIN_CPU_NUMERICS");
   if (mode == nullptr || *mode == '\0')
-    chosen = command == "train" ? CpuNumerics::portable : CpuNumerics::native;
-  else if (std::string(mode) == "portable")
-    chosen = CpuNumerics::portable;
-  else if (std::string(mode) == "native")
-    chosen = CpuNumerics::native;
-  else
-    fail("RETAIN_CPU_NUMERICS is '", mode,
-         "'; expected portable (the same results on every AVX2 machine and thread count) or "
-         "native (each library's fastest code for this CPU)");
+    return command == "train" ? CpuNumerics::portable : CpuNumerics::native;
+  if (std::string(mode) == "portable") return CpuNumerics::portable;
+  if (std::string(mode) == "native") return CpuNumerics::native;
+  fail("RETAIN_CPU_NUMERICS is '", mode,
+       "'; expected portable (the same results on every AVX2 machine and thread count) or "
+       "native (each library's fastest code for this CPU)");
+}
+
+void configure_cpu_isa(const std::string& command) {
+  chosen = cpu_numerics_for(command);
   if (chosen == CpuNumerics::portable) {
     setenv("MKL_CBWR", "AVX2,STRICT", /*overwrite=*/0);
     setenv("ATEN_CPU_CAPABILITY", "avx2", /*overwrite=*/0);
@@ -36,8 +37,6 @@ void configure_cpu_isa(const std::string& command) {
     setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_FP16", /*overwrite=*/0);
   }
 }
-
-CpuNumerics cpu_numerics() { return chosen; }
 
 std::string cpu_numerics_description() {
   return std::string(chosen == CpuNumerics::portable ? "portable" : "native") + " (" +

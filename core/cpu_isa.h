@@ -11,7 +11,7 @@
 // in strict mode (MKL_CBWR=AVX2,STRICT: bit-for-bit across thread counts too), ATen's own kernels
 // at AVX2 (ATEN_CPU_CAPABILITY=avx2) and oneDNN at AVX2. Without them the demo's 24-step dbtrimkv
 // run on one AVX-512 machine trained four different gate files (ATen AVX-512 or AVX2, MKL
-// AVX-512 or AVX2) and another with one thread instead of two, and gate training amplifies a
+// AVX-512 or AVX2) and two more on one thread instead of two, and gate training amplifies a
 // last-bit difference into other weights and another table row. With them, 1, 2 and 4 threads
 // give the same file (tests/gates_reproducible_test.sh). The cost on this machine (2026-12-02):
 // the demo's gate step 3.38 -> 2.66 steps/s, SmolLM2-135M fp32 decode 21.6 -> 13.7 tokens/s. So
@@ -26,13 +26,13 @@ namespace retain {
 enum class CpuNumerics { native, portable };
 
 // Call at the start of main(), before any tensor op. COMMAND is retain's subcommand (argv[1];
-// empty if none). RETAIN_CPU_NUMERICS=portable|native overrides the command's default; a
-// variable the user set (ONEDNN_MAX_CPU_ISA, MKL_CBWR, ATEN_CPU_CAPABILITY) is left as it is.
-// Throws retain::Error on another RETAIN_CPU_NUMERICS value.
+// empty if none), its numerics those of cpu_numerics_for; a variable the user set
+// (ONEDNN_MAX_CPU_ISA, MKL_CBWR, ATEN_CPU_CAPABILITY) is left as it is.
 void configure_cpu_isa(const std::string& command = "");
 
-// What configure_cpu_isa chose (native before it runs).
-CpuNumerics cpu_numerics();
+// The numerics a COMMAND runs: RETAIN_CPU_NUMERICS=portable|native, else portable for `train`
+// and native for the rest. Throws retain::Error on another RETAIN_CPU_NUMERICS value.
+CpuNumerics cpu_numerics_for(const std::string& command);
 
 // One line for a run's log: the mode and the three variables as the libraries will read them,
 // e.g. "portable (MKL_CBWR=AVX2,STRICT ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2)".

@@ -1,14 +1,13 @@
 #include "eval/plot.h"
 
 #include <cairo-svg.h>
-
 #include <cairo.h>
-#include <cerrno>
-#include <cstring>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>

@@ -142,11 +142,7 @@ void expect_rows_follow_alone(const Decoder& model, const std::vector<std::strin
         const at::Tensor want = alone[i].logits[s].to(at::kCPU);
         EXPECT_TRUE(at::allclose(logits[row], want, tolerance, tolerance))
             << (logits[row] - want).abs().max().item<float>();
-        // knorm's key norms round otherwise in a 2-row product than alone: near-equal norms
-        // can swap (seen once on a Sapphire Rapids-class machine, 2026-12-01; logits equal).
-        if (spec.name() != "knorm") {
-          EXPECT_EQ(kept(rows.cache(), row, c), alone[i].kept[s]);
-        }
+        EXPECT_EQ(kept(rows.cache(), row, c), alone[i].kept[s]);
         if (done[i] == plans[i].steps) {
           rows.leave(row);
           it = row_of.erase(it);
