@@ -39,4 +39,15 @@ size_t find_invalid_utf8(std::string_view text) {
   return std::string_view::npos;
 }
 
+std::string valid_utf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t bad = find_invalid_utf8(text); bad != std::string_view::npos;
+       bad = find_invalid_utf8(text)) {
+    out.append(text.substr(0, bad)).append("\xEF\xBF\xBD");
+    text.remove_prefix(bad + 1);
+  }
+  return out.append(text);
+}
+
 }  // namespace retain

@@ -2,10 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <random>
 
-#include "core/utf8.h"
 #include "eval/cache_factory.h"
 #include "model/generate.h"
 
@@ -25,144 +23,27 @@ ApiError bad(const std::string& param, const std::string& message) {
   return ApiError(400, message, param);
 }
 
-// The deepest nesting of arrays and objects in a JSON text (strings skipped), counted only up to
-// `limit` + 1: a body is refused on it before parsing, since a parsed value that deep would be
-// written out (dump, error messages) by recursion, one stack frame a level.
-size_t nesting_depth(const std::string& text, size_t limit) {
-  size_t depth = 0, deepest = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size() && deepest <= limit; ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\')
-        ++i;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return deepest;
-}
-
-// body[key] when present and not null.
-const Json* field(const Json& body, const std::string& key) {
-  auto it = body.find(key);
-  return it == body.end() || it->is_null() ? nullptr : &*it;
-}
-
-double number(const Json& body, const std::string& key, double fallback, double low, double high) {
-  const Json* v = field(body, key);
-  if (v == nullptr) return fallback;
-  if (!v->is_number()) throw bad(key, "'" + key + "' must be a number, found " + v->dump());
-  const double x = v->get<double>();
-  if (x < low || x > high)
-    throw bad(key, "'" + key + "' must be in [" + std::to_string(low) + ", " +
-                       std::to_string(high) + "], found " + v->dump());
-  return x;
-}
-
-int64_t integer(const Json& body, const std::string& key, int64_t fallback, int64_t low) {
-  const Json* v = field(body, key);
-  if (v == nullptr) return fallback;
-  if (!v->is_number_integer())
-    throw bad(key, "'" + key + "' must be an integer, found " + v->dump());
-  const auto x = v->get<int64_t>();
-  if (x < low)
-    throw bad(key, "'" + key + "' must be >= " + std::to_string(low) + ", found " + v->dump());
-  return x;
-}
-
-bool boolean(const Json& body, const std::string& key, bool fallback) {
-  const Json* v = field(body, key);
-  if (v == nullptr) return fallback;
-  if (!v->is_boolean()) throw bad(key, "'" + key + "' must be true or false, found " + v->dump());
-  return v->get<bool>();
-}
-
-// Fields OpenAI defines that this server cannot honour: refused, so no client believes they took
-// effect. A value equal to the default is fine.
-void refuse_unsupported(const Json& body) {
-  if (integer(body, "n", 1, 1) != 1) throw bad("n", "only n = 1 is supported");
-  if (integer(body, "best_of", 1, 1) != 1) throw bad("best_of", "only best_of = 1 is supported");
-  for (const char* key : {"logprobs", "top_logprobs", "echo", "tools", "functions", "suffix",
-                          "response_format", "logit_bias"}) {
-    const Json* v = field(body, key);
-    if (v != nullptr && !(v->is_boolean() && !v->get<bool>()))
-      throw bad(key, std::string("'") + key + "' is not supported by retain serve");
-  }
-  for (const char* key : {"presence_penalty", "frequency_penalty"})
-    if (number(body, key, 0, -2, 2) != 0)
-      throw bad(key, std::string("'") + key + "' is not supported by retain serve (use 0)");
-}
-
-std::vector<std::string> stop_strings(const Json& body) {
-  const Json* v = field(body, "stop");
-  if (v == nullptr) return {};
-  std::vector<std::string> out;
-  if (v->is_string()) {
-    out.push_back(v->get<std::string>());
-  } else if (v->is_array()) {
-    for (const auto& s : *v) {
-      if (!s.is_string()) throw bad("stop", "'stop' must hold strings, found " + s.dump());
-      out.push_back(s.get<std::string>());
-    }
-  } else {
-    throw bad("stop", "'stop' must be a string or a list of strings, found " + v->dump());
-  }
-  if (out.size() > 4) throw bad("stop", "'stop' holds at most 4 strings");
-  for (const auto& s : out)
-    if (s.empty()) throw bad("stop", "'stop' strings must not be empty");
-  return out;
-}
-
-std::vector<int64_t> completion_prompt(const Json& body, const ApiContext& context) {
-  const Json* v = field(body, "prompt");
-  if (v == nullptr) throw bad("prompt", "'prompt' is required");
+std::vector<int64_t> completion_prompt(const RequestFields& f, const ApiContext& context) {
   const Tokenizer& tokenizer = *context.loaded->tokenizer;
-  if (v->is_string()) return tokenizer.encode_prompt(v->get<std::string>());
-  if (v->is_array() && !v->empty() && v->front().is_number_integer()) {
-    std::vector<int64_t> ids;
-    const int64_t vocab = context.loaded->model->config().vocab_size;
-    for (const auto& id : *v) {
-      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab)
-        throw bad("prompt", "'prompt' token ids must be integers in [0, " + std::to_string(vocab) +
-                                "), found " + id.dump());
-      ids.push_back(id.get<int64_t>());
-    }
-    return ids;
-  }
-  if (v->is_array() && v->size() == 1 && v->front().is_string())
-    return tokenizer.encode_prompt(v->front().get<std::string>());
-  throw bad("prompt",
-            "'prompt' must be a string, a list of one string, or a list of token ids (one prompt "
-            "per request)");
+  if (f.prompt_text) return tokenizer.encode_prompt(*f.prompt_text);
+  const int64_t vocab = context.loaded->model->config().vocab_size;
+  for (const int64_t id : f.prompt_ids)
+    if (id >= vocab)
+      throw bad("prompt", "'prompt' token ids must be integers in [0, " + std::to_string(vocab) +
+                              "), found " + std::to_string(id));
+  return f.prompt_ids;
 }
 
-// `text`: the request body as sent; the messages go to the template in their keys' order, as
-// transformers hands its dicts (a parsed Json sorts keys).
-std::vector<int64_t> chat_prompt(const Json& body, const std::string& text,
-                                 const ApiContext& context) {
+std::vector<int64_t> chat_prompt(const RequestFields& f, const ApiContext& context) {
   if (!context.chat_template)
     throw bad("messages",
               "this model has no chat template: start the server with --chat-template FILE|chatml, "
               "or use /v1/completions");
-  const Json* v = field(body, "messages");
-  if (v == nullptr || !v->is_array() || v->empty())
-    throw bad("messages", "'messages' must be a non-empty list of {role, content}");
-  for (const auto& m : *v)
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
-      throw bad("messages", "each message needs a string 'role', found " + m.dump());
   nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
   if (context.no_thinking) kwargs["enable_thinking"] = false;
   std::string rendered;
   try {
-    rendered = context.chat_template->render_json(nlohmann::ordered_json::parse(text)["messages"],
-                                                  true, nullptr, kwargs);
+    rendered = context.chat_template->render_json(f.messages, true, nullptr, kwargs);
   } catch (const std::exception& e) {
     throw bad("messages", std::string("the chat template refused the messages: ") + e.what());
   }
@@ -172,43 +53,8 @@ std::vector<int64_t> chat_prompt(const Json& body, const std::string& text,
 
 }  // namespace
 
-Json error_body(const ApiError& e) {
-  return {{"error",
-           {{"message", e.what()},
-            {"type", e.type},
-            {"param", e.param.empty() ? Json(nullptr) : Json(e.param)},
-            {"code", e.code.empty() ? Json(nullptr) : Json(e.code)}}}};
-}
-
 ApiRequest parse_api_request(const std::string& text, const ApiContext& context, bool chat) {
-  // Checked before parsing, so the error names the byte and no message quotes an invalid byte.
-  if (const size_t at = find_invalid_utf8(text); at != std::string::npos) {
-    char byte[8];
-    std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(text[at]));
-    throw ApiError(400, "the request body is not valid UTF-8: byte " + std::string(byte) +
-                            " at offset " + std::to_string(at) + " starts no valid character");
-  }
-  if (nesting_depth(text, kMaxJsonNesting) > kMaxJsonNesting)
-    throw ApiError(400, "the request body nests arrays and objects deeper than " +
-                            std::to_string(kMaxJsonNesting) + " levels");
-  Json body;
-  try {
-    body = Json::parse(text);
-  } catch (const std::exception& e) {
-    throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what());
-  }
-  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
-  const Json* model = field(body, "model");
-  if (model == nullptr || !model->is_string()) throw bad("model", "'model' is required");
-  if (model->get<std::string>() != context.model_name)
-    throw ApiError(404,
-                   "the model '" + model->get<std::string>() +
-                       "' does not exist; this server "
-                       "serves '" +
-                       context.model_name + "'",
-                   "model", "invalid_request_error", "model_not_found");
-  refuse_unsupported(body);
-
+  const RequestFields f = read_request_fields(text, chat, context.model_name);
   ApiRequest r;
   r.chat = chat;
   r.id = random_id(chat ? "chatcmpl-" : "cmpl-");
@@ -216,16 +62,14 @@ ApiRequest parse_api_request(const std::string& text, const ApiContext& context,
                   std::chrono::system_clock::now().time_since_epoch())
                   .count();
   ServeRequest& e = r.engine;
-  e.prompt = chat ? chat_prompt(body, text, context) : completion_prompt(body, context);
+  e.prompt = chat ? chat_prompt(f, context) : completion_prompt(f, context);
   if (e.prompt.empty()) throw bad(chat ? "messages" : "prompt", "the prompt has no tokens");
-  const char* max_key =
-      chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
   const auto prompt_tokens = static_cast<int64_t>(e.prompt.size());
   // Without max_tokens: the server's default, or what the context leaves when that is less.
   int64_t fallback = context.default_max_tokens;
   if (context.context_length > 0)
     fallback = std::max<int64_t>(1, std::min(fallback, context.context_length - prompt_tokens));
-  e.max_new_tokens = integer(body, max_key, fallback, 1);
+  e.max_new_tokens = f.max_tokens.value_or(fallback);
   if (context.context_length > 0 && prompt_tokens + e.max_new_tokens > context.context_length)
     throw ApiError(
         400,
@@ -234,41 +78,24 @@ ApiRequest parse_api_request(const std::string& text, const ApiContext& context,
             " (" + std::to_string(prompt_tokens) + " in the prompt, " +
             std::to_string(e.max_new_tokens) + " to generate)",
         chat ? "messages" : "prompt", "invalid_request_error", "context_length_exceeded");
-  // OpenAI's default temperature is 1 (sampling); 0 is greedy.
-  e.temperature = number(body, "temperature", 1.0, 0, 2);
-  e.top_p = number(body, "top_p", 1.0, 0, 1);
-  if (e.top_p <= 0) throw bad("top_p", "'top_p' must be in (0, 1]");
-  e.top_k = integer(body, "top_k", 0, 0);
-  if (const Json* seed = field(body, "seed")) {
-    if (!seed->is_number_integer()) throw bad("seed", "'seed' must be an integer");
-    e.seed = static_cast<uint64_t>(seed->get<int64_t>());
-  } else {
-    e.seed = std::random_device{}();
-  }
-  e.stop_strings = stop_strings(body);
-  if (!boolean(body, "ignore_eos", false)) e.stop_ids = context.stop_ids;
-  r.skip_special = boolean(body, "skip_special_tokens", true);
-  r.stream = boolean(body, "stream", false);
-  if (const Json* options = field(body, "stream_options")) {
-    if (!options->is_object()) throw bad("stream_options", "'stream_options' must be an object");
-    r.include_usage = boolean(*options, "include_usage", false);
-  }
+  e.temperature = f.temperature;
+  e.top_p = f.top_p;
+  e.top_k = f.top_k;
+  e.seed = f.seed.value_or(std::random_device{}());
+  e.stop_strings = f.stop_strings;
+  if (!f.ignore_eos) e.stop_ids = context.stop_ids;
+  r.skip_special = f.skip_special;
+  r.stream = f.stream;
+  r.include_usage = f.include_usage;
 
   // The eviction policy: the server's, or the request's own where the server allows it. A request
   // names no files: its learned policies use the gates and scorers the server loaded.
-  std::string policy = context.policy;
-  double budget = context.budget;
-  if (const Json* p = field(body, "policy")) {
-    if (!context.request_policies)
-      throw bad("policy", "this server fixes the policy (started with --fixed-policy)");
-    if (!p->is_string()) throw bad("policy", "'policy' must be a string like \"snapkv:window=16\"");
-    policy = p->get<std::string>();
-  }
-  if (field(body, "budget") != nullptr) {
-    if (!context.request_policies)
-      throw bad("budget", "this server fixes the budget (started with --fixed-policy)");
-    budget = number(body, "budget", 0, 0, 1e12);
-  }
+  if ((f.policy || f.budget) && !context.request_policies)
+    throw bad(f.policy ? "policy" : "budget", std::string("this server fixes the ") +
+                                                  (f.policy ? "policy" : "budget") +
+                                                  " (started with --fixed-policy)");
+  const std::string policy = f.policy.value_or(context.policy);
+  const double budget = f.budget.value_or(context.budget);
   try {
     e.policy = parse_policy(policy);
   } catch (const std::exception& err) {

@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -22,23 +21,9 @@
 #include "eval/sweep.h"
 #include "model/chat_template.h"
 #include "serve/engine.h"
+#include "serve/openai_request.h"
 
 namespace retain {
-
-// An error answered to the client: HTTP status, OpenAI's error type, the offending field.
-struct ApiError : std::runtime_error {
-  ApiError(int status, const std::string& message, std::string param = "",
-           std::string type = "invalid_request_error", std::string code = "")
-      : std::runtime_error(message),
-        status(status),
-        param(std::move(param)),
-        type(std::move(type)),
-        code(std::move(code)) {}
-  int status;
-  std::string param, type, code;
-};
-
-Json error_body(const ApiError& error);
 
 // What requests are checked against and encoded with.
 struct ApiContext {
@@ -64,9 +49,8 @@ struct ApiRequest {
   int64_t created = 0;         // unix seconds
 };
 
-// The deepest JSON nesting a request body may have (OpenAI's bodies need about 6).
-constexpr size_t kMaxJsonNesting = 64;
-
+// The body's fields read (serve/openai_request.h), then what needs the model checked: the prompt
+// encoded, token ids in the vocabulary, the context length, the policy and its learned files.
 // Throws ApiError (400 for bad fields, a body that is not UTF-8 or nests too deep, 404 for an
 // unknown model).
 ApiRequest parse_api_request(const std::string& body, const ApiContext& context, bool chat);
