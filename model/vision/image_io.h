@@ -1,8 +1,5 @@
-// Image files in: JPEG (libjpeg-turbo), PNG (libpng) and WebP (libwebp) decoded to 8-bit RGB the
-// way transformers receives them from Pillow: Image.open(f) then its convert_to_rgb, which lays an
-// image with transparency over a white background (Pillow's alpha_composite, integer arithmetic
-// reproduced exactly) and replicates grey into R, G and B. Which decoder runs is decided by the
-// file's first bytes, not its name.
+// Image files in, as tensors: JPEG, PNG and WebP decoded to 8-bit RGB as model/vision/image_decode.h
+// says (Pillow's Image.open + convert_to_rgb, exactly).
 #pragma once
 
 #include <ATen/ATen.h>
