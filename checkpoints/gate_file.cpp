@@ -10,13 +10,6 @@
 
 namespace retain {
 
-namespace {
-
-constexpr const char* kFormat = "retain-gates";
-constexpr int kFormatVersion = 1;
-
-}  // namespace
-
 std::string base_fingerprint(const ModelConfig& model) {
   return str_cat(model.fingerprint(), "-v", model.vocab_size);
 }
@@ -25,8 +18,8 @@ void write_gate_file(const fs::path& path, const GateBank& gates, const GateFile
   SafetensorsWriter writer;
   for (const auto& [name, t] : gates.named_parameters())
     writer.add(name, t.detach().to(at::kCPU).contiguous());
-  writer.set_metadata("format", kFormat);
-  writer.set_metadata("format_version", std::to_string(kFormatVersion));
+  writer.set_metadata("format", kGateFileFormat);
+  writer.set_metadata("format_version", std::to_string(kLearnedFileFormatVersion));
   writer.set_metadata("gate_config", gates.config().to_json().dump());
   writer.set_metadata("base_fingerprint", info.base_fingerprint);
   writer.set_metadata("budget", Json(info.budget).dump());
@@ -36,26 +29,7 @@ void write_gate_file(const fs::path& path, const GateBank& gates, const GateFile
 }
 
 GateFileInfo read_gate_file_info(const fs::path& path) {
-  auto file = SafetensorsFile::open(path);
-  const auto& meta = file->metadata();
-  auto get = [&](const char* key) {
-    auto it = meta.find(key);
-    RETAIN_CHECK(it != meta.end(), path.string(), ": not a retain gate file (metadata '", key,
-                 "' is missing)");
-    return it->second;
-  };
-  RETAIN_CHECK(get("format") == kFormat, path.string(), ": not a retain gate file (format '",
-               get("format"), "')");
-  RETAIN_CHECK(get("format_version") == std::to_string(kFormatVersion), path.string(),
-               ": gate file format_version ", get("format_version"), " is not supported");
-  GateFileInfo info;
-  info.config = GateConfig::from_json(
-      parse_json(get("gate_config"), path.string() + ": gate_config"), path.string());
-  info.base_fingerprint = get("base_fingerprint");
-  info.budget = parse_json(get("budget"), path.string() + ": budget").get<double>();
-  info.capacity = get("capacity");
-  info.recipe_sha256 = get("recipe_sha256");
-  return info;
+  return gate_file_info(SafetensorsFile::open(path)->metadata(), path.string());
 }
 
 std::unique_ptr<GateBank> load_gate_file(const fs::path& path, const ModelConfig& model,

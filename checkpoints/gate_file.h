@@ -16,19 +16,12 @@
 #include <memory>
 #include <string>
 
+#include "checkpoints/learned_file_info.h"
 #include "core/fs.h"
 #include "gates/gate_bank.h"
 #include "model/model_config.h"
 
 namespace retain {
-
-struct GateFileInfo {
-  GateConfig config;
-  std::string base_fingerprint;
-  double budget = 0;
-  std::string capacity;
-  std::string recipe_sha256;
-};
 
 std::string base_fingerprint(const ModelConfig& model);
 

@@ -9,19 +9,12 @@
 
 namespace retain {
 
-namespace {
-
-constexpr const char* kFormat = "retain-scorer";
-constexpr int kFormatVersion = 1;
-
-}  // namespace
-
 void write_scorer_file(const fs::path& path, const ScorerBank& scorer, const ScorerFileInfo& info) {
   SafetensorsWriter writer;
   for (const auto& [name, t] : scorer.named_parameters())
     writer.add(name, t.detach().to(at::kCPU).contiguous());
-  writer.set_metadata("format", kFormat);
-  writer.set_metadata("format_version", std::to_string(kFormatVersion));
+  writer.set_metadata("format", kScorerFileFormat);
+  writer.set_metadata("format_version", std::to_string(kLearnedFileFormatVersion));
   writer.set_metadata("scorer_config", scorer.config().to_json().dump());
   writer.set_metadata("base_fingerprint", info.base_fingerprint);
   writer.set_metadata("recipe_sha256", info.recipe_sha256);
@@ -29,26 +22,7 @@ void write_scorer_file(const fs::path& path, const ScorerBank& scorer, const Sco
 }
 
 ScorerFileInfo read_scorer_file_info(const fs::path& path) {
-  auto file = SafetensorsFile::open(path);
-  const auto& meta = file->metadata();
-  auto get = [&](const char* key) {
-    auto it = meta.find(key);
-    RETAIN_CHECK(it != meta.end(), path.string(), ": not a retain scorer file (metadata '", key,
-                 "' is missing)");
-    return it->second;
-  };
-  RETAIN_CHECK(get("format") == kFormat, path.string(), ": not a retain scorer file (format '",
-               get("format"), "'",
-               get("format") == "retain-gates" ? "; it is a gate file, for trimkv / dbtrimkv" : "",
-               ")");
-  RETAIN_CHECK(get("format_version") == std::to_string(kFormatVersion), path.string(),
-               ": scorer file format_version ", get("format_version"), " is not supported");
-  ScorerFileInfo info;
-  info.config = ScorerConfig::from_json(
-      parse_json(get("scorer_config"), path.string() + ": scorer_config"), path.string());
-  info.base_fingerprint = get("base_fingerprint");
-  info.recipe_sha256 = get("recipe_sha256");
-  return info;
+  return scorer_file_info(SafetensorsFile::open(path)->metadata(), path.string());
 }
 
 std::shared_ptr<const ScorerBank> load_scorer_file(const fs::path& path, const ModelConfig& model,

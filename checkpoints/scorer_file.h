@@ -7,17 +7,12 @@
 #include <memory>
 #include <string>
 
+#include "checkpoints/learned_file_info.h"
 #include "core/fs.h"
 #include "gates/scorer_bank.h"
 #include "model/model_config.h"
 
 namespace retain {
-
-struct ScorerFileInfo {
-  ScorerConfig config;
-  std::string base_fingerprint;
-  std::string recipe_sha256;
-};
 
 void write_scorer_file(const fs::path& path, const ScorerBank& scorer, const ScorerFileInfo& info);
 ScorerFileInfo read_scorer_file_info(const fs::path& path);

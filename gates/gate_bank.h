@@ -23,27 +23,11 @@
 #include <vector>
 
 #include "core/json.h"
+#include "gates/learned_config.h"
 #include "model/layer_hook.h"
 #include "model/model_config.h"
 
 namespace retain {
-
-// The gate MLP per layer: TrimKV's two layers (mlp2) or DBTrimKV's three (mlp3).
-enum class GateArch { kMlp2, kMlp3 };
-const char* gate_arch_name(GateArch arch);  // mlp2 | mlp3, as recipes and gate files write it
-GateArch parse_gate_arch(const std::string& name, const std::string& where);
-
-struct GateConfig {
-  GateArch arch = GateArch::kMlp3;
-  int64_t width = 512;
-  bool tie_projection = true;
-  double bias_init = 18.0;
-  double init_std = 0.02;
-
-  Json to_json() const;
-  static GateConfig from_json(const Json& json, const std::string& where);
-  void validate(const std::string& where) const;
-};
 
 class GateBank {
  public:

@@ -9,35 +9,6 @@
 
 namespace retain {
 
-const char* scorer_kind_name(ScorerKind kind) {
-  return kind == ScorerKind::kLocret ? "locret" : "kvzap";
-}
-
-ScorerKind parse_scorer_kind(const std::string& name, const std::string& where) {
-  if (name == "locret") return ScorerKind::kLocret;
-  RETAIN_CHECK(name == "kvzap", where, ": scorer kind '", name,
-               "' is not supported (expected locret or kvzap)");
-  return ScorerKind::kKvzap;
-}
-
-Json ScorerConfig::to_json() const {
-  return {{"kind", scorer_kind_name(kind)}, {"width", width}, {"init_std", init_std}};
-}
-
-ScorerConfig ScorerConfig::from_json(const Json& json, const std::string& where) {
-  ScorerConfig c;
-  c.kind = parse_scorer_kind(json_get<std::string>(json, "kind", where), where);
-  c.width = json_get<int64_t>(json, "width", where);
-  c.init_std = json_get_optional<double>(json, "init_std", where).value_or(ScorerConfig{}.init_std);
-  c.validate(where);
-  return c;
-}
-
-void ScorerConfig::validate(const std::string& where) const {
-  RETAIN_CHECK(width > 0, where, ": scorer width must be positive, found ", width);
-  RETAIN_CHECK(init_std >= 0, where, ": scorer init_std must be >= 0, found ", init_std);
-}
-
 ScorerBank::ScorerBank(const ScorerConfig& config, const ModelConfig& model, at::Device device,
                        uint64_t seed)
     : config_(config), activation_(model.activation) {

@@ -18,26 +18,11 @@
 #include <vector>
 
 #include "core/json.h"
+#include "gates/learned_config.h"
 #include "model/layer_hook.h"
 #include "model/model_config.h"
 
 namespace retain {
-
-// Which learned competitor a scorer is: Locret's retaining heads (over q, k, v) or KVzap's
-// hidden-state scorer. Its name is the eviction policy it serves (--policy locret | kvzap).
-enum class ScorerKind { kLocret, kKvzap };
-const char* scorer_kind_name(ScorerKind kind);
-ScorerKind parse_scorer_kind(const std::string& name, const std::string& where);
-
-struct ScorerConfig {
-  ScorerKind kind = ScorerKind::kLocret;
-  int64_t width = 256;
-  double init_std = 0.02;
-
-  Json to_json() const;
-  static ScorerConfig from_json(const Json& json, const std::string& where);
-  void validate(const std::string& where) const;
-};
 
 class ScorerBank {
  public:
