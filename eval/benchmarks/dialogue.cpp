@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "eval/benchmarks/benchmark.h"
+#include "eval/benchmarks/data_files.h"
 #include "eval/benchmarks/synthetic.h"
 #include "eval/metrics.h"
 #include "model/tokenizers/tokenizer.h"
@@ -14,42 +15,6 @@
 namespace retain {
 
 namespace {
-
-struct Conversation {
-  std::string id, context;
-  std::vector<std::pair<std::string, std::vector<std::string>>> turns;  // question, answers
-};
-
-std::vector<Conversation> read_dialogues(const std::string& path, int64_t limit) {
-  std::ifstream in(path);
-  RETAIN_CHECK(in.good(), path, ": cannot open");
-  std::vector<Conversation> out;
-  std::string line;
-  for (int64_t n = 1; std::getline(in, line); ++n) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    if (limit > 0 && static_cast<int64_t>(out.size()) >= limit) break;
-    const std::string where = str_cat(path, ":", n);
-    Json j = parse_json(line, where);
-    RETAIN_CHECK(j.is_object(), where, ": expected a JSON object");
-    Conversation c;
-    c.id = j.contains("id") ? (j["id"].is_string() ? j["id"].get<std::string>() : j["id"].dump())
-                            : str_cat("line", n);
-    c.context = json_get<std::string>(j, "context", where);
-    const Json& turns = j.at("multi_turns");
-    RETAIN_CHECK(turns.is_array() && !turns.empty(), where,
-                 ": multi_turns must be a non-empty array");
-    for (const auto& t : turns) {
-      const Json& a = t.at("answer");
-      std::vector<std::string> answers =
-          a.is_array() ? a.get<std::vector<std::string>>()
-                       : std::vector<std::string>{a.is_string() ? a.get<std::string>() : a.dump()};
-      c.turns.emplace_back(json_get<std::string>(t, "input", where), answers);
-    }
-    out.push_back(std::move(c));
-  }
-  RETAIN_CHECK(!out.empty(), path, ": no dialogue records");
-  return out;
-}
 
 class Dialogue final : public Benchmark {
  public:
@@ -62,7 +27,7 @@ class Dialogue final : public Benchmark {
   void load_data() override {
     RETAIN_CHECK(o_.history == "gold" || o_.history == "own",
                  "eval dialogue: --history must be gold or own, found '", o_.history, "'");
-    dialogues_ = read_dialogues(o_.data, o_.limit);
+    dialogues_ = read_dialogue_file(o_.data, o_.limit);
   }
 
   Json config() const override {
@@ -80,7 +45,7 @@ class Dialogue final : public Benchmark {
   // history left: it runs whole, one conversation at a time.
   bool single_generation() const override { return false; }
   Json run(size_t i, const UnitContext& c) const override {
-    const Conversation& d = dialogues_[i];
+    const DialogueRecord& d = dialogues_[i];
     auto context_ids = c.tokenizer.encode_prompt(d.context);
     auto cache = c.make_cache(static_cast<int64_t>(context_ids.size()));
     int64_t position = 0;
@@ -167,7 +132,7 @@ class Dialogue final : public Benchmark {
 
  private:
   DialogueOptions o_;
-  std::vector<Conversation> dialogues_;
+  std::vector<DialogueRecord> dialogues_;
 };
 
 }  // namespace

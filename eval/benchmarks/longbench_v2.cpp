@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "eval/benchmarks/benchmark.h"
+#include "eval/benchmarks/data_files.h"
 #include "eval/benchmarks/scoring.h"
 #include "eval/metrics.h"
 #include "model/chat_template.h"
@@ -15,23 +16,6 @@
 namespace retain {
 
 namespace {
-
-std::vector<Json> read_records(const std::string& path) {
-  std::string text = read_text_file(path);
-  size_t first = text.find_first_not_of(" \t\r\n");
-  RETAIN_CHECK(first != std::string::npos, path, ": empty");
-  std::vector<Json> out;
-  if (text[first] == '[') {
-    for (auto& j : parse_json(text, path)) out.push_back(j);
-    return out;
-  }
-  std::istringstream in(text);
-  std::string line;
-  for (int64_t n = 1; std::getline(in, line); ++n)
-    if (line.find_first_not_of(" \t\r") != std::string::npos)
-      out.push_back(parse_json(line, str_cat(path, ":", n)));
-  return out;
-}
 
 std::string replace_all(std::string text, const std::string& from, const std::string& to) {
   for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
@@ -89,7 +73,7 @@ class LongBenchV2 final : public Benchmark {
     for (const char* field : {"$DOC$", "$Q$", "$C_A$", "$C_B$", "$C_C$", "$C_D$"})
       RETAIN_CHECK(template_.find(field) != std::string::npos, template_path_.string(),
                    ": the template lacks ", field);
-    records_ = read_records(o_.data);
+    records_ = read_longbench_v2_file(o_.data);
     if (o_.limit > 0 && static_cast<int64_t>(records_.size()) > o_.limit)
       records_.resize(static_cast<size_t>(o_.limit));
     for (size_t i = 0; i < records_.size(); ++i) {

@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "data/parquet_table.h"
 #include "eval/benchmarks/benchmark.h"
+#include "eval/benchmarks/data_files.h"
 #include "eval/benchmarks/scoring.h"
 #include "eval/benchmarks/vision_prompt.h"
 #include "eval/metrics.h"
@@ -54,26 +55,6 @@ std::vector<MmstarQuestion> read_parquet(const fs::path& file) {
   return out;
 }
 
-std::vector<MmstarQuestion> read_jsonl(const fs::path& file) {
-  std::istringstream in(read_text_file(file));
-  std::string line;
-  std::vector<MmstarQuestion> out;
-  for (int64_t n = 1; std::getline(in, line); ++n) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    MmstarQuestion q;
-    q.where = str_cat(file.string(), ":", n);
-    const Json j = parse_json(line, q.where);
-    q.index = json_get<int64_t>(j, "index", q.where);
-    q.question = json_get<std::string>(j, "question", q.where);
-    q.answer = json_get<std::string>(j, "answer", q.where);
-    q.category = json_get<std::string>(j, "category", q.where);
-    q.l2_category = json_get<std::string>(j, "l2_category", q.where);
-    q.image_file = file.parent_path() / json_get<std::string>(j, "image", q.where);
-    out.push_back(std::move(q));
-  }
-  return out;
-}
-
 }  // namespace
 
 std::vector<MmstarQuestion> load_mmstar(const fs::path& data, int64_t limit) {
@@ -100,7 +81,7 @@ std::vector<MmstarQuestion> load_mmstar(const fs::path& data, int64_t limit) {
   std::vector<MmstarQuestion> out;
   std::map<int64_t, std::string> seen;
   for (const auto& f : files)
-    for (auto& q : f.extension() == ".parquet" ? read_parquet(f) : read_jsonl(f)) {
+    for (auto& q : f.extension() == ".parquet" ? read_parquet(f) : read_mmstar_jsonl(f)) {
       RETAIN_CHECK(!q.answer.empty(), q.where, ": empty answer");
       auto [it, inserted] = seen.emplace(q.index, q.where);
       RETAIN_CHECK(inserted, q.where, ": index ", q.index, " again (first at ", it->second, ")");

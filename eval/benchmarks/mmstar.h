@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/json.h"
+#include "eval/benchmarks/data_files.h"
 #include "eval/sweep.h"
 #include "model/prompt.h"
 
@@ -35,14 +36,6 @@ struct MmstarOptions {
 };
 
 int run_mmstar_eval(const MmstarOptions& options);
-
-struct MmstarQuestion {
-  int64_t index = 0;
-  std::string question, answer, category, l2_category;
-  std::vector<uint8_t> image_bytes;  // or empty and read from image_file
-  fs::path image_file;
-  std::string where;
-};
 
 std::vector<MmstarQuestion> load_mmstar(const fs::path& data, int64_t limit = 0);
 
