@@ -5,7 +5,6 @@
 #include <functional>
 #include <optional>
 
-#include "core/base64.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "core/log.h"
@@ -13,6 +12,7 @@
 #include "data/answer_spans.h"
 #include "data/math_conversation.h"
 #include "data/parquet_table.h"
+#include "data/prep_records.h"
 #include "data/shards.h"
 #include "model/chat_template.h"
 #include "model/model_config.h"
@@ -107,48 +107,6 @@ struct VisionPrep {
   ImageProcessorConfig processor;
 };
 
-// An image item's bytes: a path (relative to the JSONL file's directory) or a data: URI with
-// base64 content.
-std::vector<uint8_t> image_item_bytes(const std::string& value, const fs::path& base,
-                                      const std::string& where) {
-  if (value.starts_with("data:")) {
-    const size_t comma = value.find(',');
-    RETAIN_CHECK(comma != std::string::npos && value.substr(0, comma).ends_with(";base64"), where,
-                 ": an inline image must be a data:<type>;base64,<data> URI");
-    std::string error;
-    auto bytes = decode_base64(std::string_view(value).substr(comma + 1), &error);
-    RETAIN_CHECK(bytes.has_value(), where, ": the inline image's base64 is invalid (", error, ")");
-    return std::move(*bytes);
-  }
-  const fs::path path = fs::path(value).is_absolute() ? fs::path(value) : base / value;
-  RETAIN_CHECK(fs::is_regular_file(path), where, ": image ", path.string(), " does not exist");
-  const std::string text = read_text_file(path);
-  return {text.begin(), text.end()};
-}
-
-// A message's content: a string, or a list of {"type": "text", "text"} and {"type": "image",
-// "image": path | data URI} items (transformers' chat format), the images written as Qwen's
-// vision block in place.
-std::string message_content(const Json& content, const fs::path& base, const std::string& where,
-                            std::vector<std::vector<uint8_t>>& images) {
-  if (content.is_string()) return content.get<std::string>();
-  RETAIN_CHECK(content.is_array(), where,
-               ": a message's content must be a string or a list of text and image items");
-  std::string text;
-  for (const auto& item : content) {
-    const std::string type = json_get<std::string>(item, "type", where);
-    if (type == "text") {
-      text += json_get<std::string>(item, "text", where);
-    } else if (type == "image") {
-      images.push_back(image_item_bytes(json_get<std::string>(item, "image", where), base, where));
-      text += kQwenImageBlock;
-    } else {
-      fail(where, ": content item of type '", type, "' (expected text or image)");
-    }
-  }
-  return text;
-}
-
 // Each placeholder of `doc` becomes its image's merged-patch count of placeholders (labels as
 // the placeholder's: none in a user turn).
 void expand_images(Document& doc, const VisionPrep& v, const std::string& where) {
@@ -172,38 +130,18 @@ void expand_images(Document& doc, const VisionPrep& v, const std::string& where)
   doc.mask = std::move(mask);
 }
 
-// Chat messages -> ids with an assistant-only mask. Each assistant turn's tokens are found by
-// rendering the conversation up to the turn (with the generation prompt) and through the turn;
-// the templates put special tokens at turn boundaries, so the prefixes tokenize stably. Images
-// are rendered as one placeholder each (which tokenizes stably too), then expanded.
+// Chat messages -> ids with an assistant-only mask (data/prep_records.h). Images are rendered as
+// one placeholder each (which tokenizes stably too), then expanded.
 Document chat_document(const Json& line, const ChatTemplate& tmpl, const Tokenizer& tokenizer,
                        const std::string& where, const fs::path& base,
                        const std::function<const VisionPrep*(bool)>& vision,
                        const std::string& model_dir) {
-  RETAIN_CHECK(line.contains("messages") && line["messages"].is_array(), where,
-               ": expected {\"messages\": [...]}");
-  std::vector<ChatMessage> messages;
-  std::vector<std::vector<uint8_t>> images;
-  for (const auto& m : line["messages"]) {
-    RETAIN_CHECK(m.is_object() && m.contains("content"), where,
-                 ": every message needs a role and a content");
-    messages.push_back({json_get<std::string>(m, "role", where),
-                        message_content(m["content"], base, where, images)});
-  }
-  RETAIN_CHECK(!messages.empty(), where, ": empty conversation");
-  ChatOptions closed;
-  closed.add_generation_prompt = false;
+  ChatLine chat = read_chat_line(line, base, where, kQwenImageBlock);
+  std::vector<std::vector<uint8_t>>& images = chat.images;
+  ChatTokens tokens = chat_tokens(chat.messages, tmpl, tokenizer);
   Document doc;
-  doc.ids = tokenizer.encode(tmpl.render(messages, closed));
-  doc.mask.assign(doc.ids.size(), 0);
-  for (size_t i = 0; i < messages.size(); ++i) {
-    if (messages[i].role != "assistant") continue;
-    std::vector<ChatMessage> before(messages.begin(), messages.begin() + static_cast<long>(i));
-    std::vector<ChatMessage> through(messages.begin(), messages.begin() + static_cast<long>(i) + 1);
-    size_t begin = tokenizer.encode(tmpl.render(before, ChatOptions{})).size();
-    size_t end = std::min(doc.ids.size(), tokenizer.encode(tmpl.render(through, closed)).size());
-    for (size_t k = begin; k < end; ++k) doc.mask[k] = 1;
-  }
+  doc.ids = std::move(tokens.ids);
+  doc.mask = std::move(tokens.mask);
   if (tokenizer.eos_id() && (doc.ids.empty() || doc.ids.back() != *tokenizer.eos_id())) {
     doc.ids.push_back(*tokenizer.eos_id());
     doc.mask.push_back(1);

@@ -31,7 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     read_mmstar_jsonl(file);
   } catch (const Error&) {
   }
-  for (const MathBenchmark b : {MathBenchmark::kGsm8k, MathBenchmark::kMath500, MathBenchmark::kAime}) {
+  for (const MathBenchmark b :
+       {MathBenchmark::kGsm8k, MathBenchmark::kMath500, MathBenchmark::kAime}) {
     try {
       for (const MathProblem& p : load_math_problems(file, b, 0))
         check(!p.problem.empty() && !p.gold.empty());
