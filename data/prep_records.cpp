@@ -62,9 +62,9 @@ ChatLine read_chat_line(const Json& line, const fs::path& base, const std::strin
   for (const auto& m : line["messages"]) {
     RETAIN_CHECK(m.is_object() && m.contains("content"), where,
                  ": every message needs a role and a content");
-    chat.messages.push_back({json_get<std::string>(m, "role", where),
-                             message_content(m["content"], base, where, image_placeholder,
-                                             chat.images)});
+    chat.messages.push_back(
+        {json_get<std::string>(m, "role", where),
+         message_content(m["content"], base, where, image_placeholder, chat.images)});
   }
   RETAIN_CHECK(!chat.messages.empty(), where, ": empty conversation");
   return chat;

@@ -172,16 +172,16 @@ RequestFields read_request_fields(const std::string& text, bool chat,
     // The parser's message quotes what it last read: cut (a long string token would be quoted
     // whole) and made valid UTF-8 (it may end inside a character).
     const std::string reason = e.what();
-    throw ApiError(400, "the request body is not valid JSON: " +
-                            valid_utf8(reason.substr(0, 300)) + (reason.size() > 300 ? "..." : ""));
+    throw ApiError(400, "the request body is not valid JSON: " + valid_utf8(reason.substr(0, 300)) +
+                            (reason.size() > 300 ? "..." : ""));
   }
   if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
   const Body* model = field(body, "model");
   if (model == nullptr || !model->is_string()) throw bad("model", "'model' is required");
   if (model->get<std::string>() != served_model)
     throw ApiError(404,
-                   "the model '" + model->get<std::string>() + "' does not exist; this server serves '" +
-                       served_model + "'",
+                   "the model '" + model->get<std::string>() +
+                       "' does not exist; this server serves '" + served_model + "'",
                    "model", "invalid_request_error", "model_not_found");
   refuse_unsupported(body);
 

@@ -49,9 +49,9 @@ TEST(DataFiles, LongBenchV2RecordsAreCheckedAtLoad) {
   TempDir tmp;
   const std::string fields =
       R"("context":"c","question":"q","choice_A":"a","choice_B":"b","choice_C":"c","choice_D":"d")";
-  EXPECT_EQ(read_longbench_v2_file(file_with(tmp, "a.json", "[{" + fields + R"(,"answer":"A"}])"))
-                .size(),
-            1u);
+  EXPECT_EQ(
+      read_longbench_v2_file(file_with(tmp, "a.json", "[{" + fields + R"(,"answer":"A"}])")).size(),
+      1u);
   EXPECT_EQ(read_longbench_v2_file(
                 file_with(tmp, "b.jsonl", "{" + fields + R"(,"answer":"A","_id":"x"})" + "\n\n"))
                 .size(),
@@ -59,13 +59,12 @@ TEST(DataFiles, LongBenchV2RecordsAreCheckedAtLoad) {
   EXPECT_ERROR_CONTAINS(read_longbench_v2_file(file_with(tmp, "c.json", "[1]")),
                         "c.json record 0: expected a JSON object, found number");
   EXPECT_ERROR_CONTAINS(
-      read_longbench_v2_file(file_with(tmp, "d.jsonl", "{" + fields + R"(,"answer":"A"})" +
-                                                           "\n{" + fields + R"(,"answer":1})")),
+      read_longbench_v2_file(file_with(
+          tmp, "d.jsonl", "{" + fields + R"(,"answer":"A"})" + "\n{" + fields + R"(,"answer":1})")),
       "d.jsonl:2: key 'answer' has the wrong type");
-  EXPECT_ERROR_CONTAINS(
-      read_longbench_v2_file(
-          file_with(tmp, "e.jsonl", "{" + fields + R"(,"answer":"A","difficulty":3})")),
-      "e.jsonl:1: key 'difficulty' has the wrong type");
+  EXPECT_ERROR_CONTAINS(read_longbench_v2_file(file_with(
+                            tmp, "e.jsonl", "{" + fields + R"(,"answer":"A","difficulty":3})")),
+                        "e.jsonl:1: key 'difficulty' has the wrong type");
   EXPECT_ERROR_CONTAINS(read_longbench_v2_file(file_with(tmp, "f.json", R"({"a":1})")),
                         "f.json:1: required key 'context' is missing");
 }

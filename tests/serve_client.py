@@ -20,29 +20,19 @@ import urllib.request
 
 import openai
 
+import serve_checks
+from serve_checks import check, failures
+
 base, expected_path, kv_memory, clients, seconds = sys.argv[1:6]
 kv_memory, clients, seconds = int(kv_memory), int(clients), float(seconds)
 expected = json.load(open(expected_path))
 client = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=120)
 MODEL = "base"
 PROMPT = expected["prompt"]
-failures = []
-
-
-def check(name, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"), flush=True)
-    if not ok:
-        failures.append(name)
 
 
 def metrics():
-    text = urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            out[name] = float(value)
-    return out
+    return serve_checks.metrics(base)
 
 
 def raw_post(path, body, content_type="application/json"):

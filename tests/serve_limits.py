@@ -24,24 +24,18 @@ import urllib.request
 
 import openai
 
+import serve_checks
+from serve_checks import check, failures
+
 base, pid, timeout_s, max_client, max_body = sys.argv[1:6]
 pid, timeout_s, max_client, max_body = int(pid), float(timeout_s), int(max_client), int(max_body)
 host, port = base.split("//")[1].split(":")
 port = int(port)
 client = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=60)
-failures = []
-
-
-def check(name, ok, detail=""):
-    print(("ok   " if ok else "FAIL ") + name + ("" if ok else f": {detail}"), flush=True)
-    if not ok:
-        failures.append(name)
 
 
 def metrics():
-    text = urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
-    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
-            for line in text.splitlines() if line and not line.startswith("#")}
+    return serve_checks.metrics(base)
 
 
 def wait_metric(name, value, seconds):

@@ -82,10 +82,11 @@ std::vector<Json> read_longbench_v2_file(const std::string& path) {
   std::vector<Json> out;
   for (auto& [record, where] : read) {
     RETAIN_CHECK(record.is_object(), where, ": expected a JSON object, found ", record.type_name());
-    for (const char* key : {"context", "question", "choice_A", "choice_B", "choice_C", "choice_D",
-                            "answer"})
+    for (const char* key :
+         {"context", "question", "choice_A", "choice_B", "choice_C", "choice_D", "answer"})
       json_get<std::string>(record, key, where);
-    for (const char* key : {"_id", "difficulty", "length"}) json_get_optional<std::string>(record, key, where);
+    for (const char* key : {"_id", "difficulty", "length"})
+      json_get_optional<std::string>(record, key, where);
     out.push_back(std::move(record));
   }
   return out;
