@@ -2,11 +2,15 @@
 // writes, the OpenMP wait policy's reading of /proc/stat.
 #include "core/base64.h"
 #include "core/config.h"
+#include "core/dir_lock.h"
 #include "core/json.h"
 #include "core/openmp_wait.h"
 #include "core/progress.h"
 #include "core/utf8.h"
 #include "test_util.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace retain {
 namespace {
@@ -113,6 +117,45 @@ TEST(Utf8, Validation) {
   EXPECT_EQ(find_invalid_utf8("x\xed\xa0\x80"), 1u);     // surrogate
   EXPECT_EQ(find_invalid_utf8("\xe4\xb8"), 0u);          // truncated
   EXPECT_EQ(find_invalid_utf8("\xf4\x90\x80\x80"), 0u);  // above U+10FFFF
+}
+
+TEST(Utf8, InvalidBytesBecomeReplacementCharacters) {
+  EXPECT_EQ(valid_utf8("caf\xC3\xA9"), "caf\xC3\xA9");
+  EXPECT_EQ(valid_utf8("ab\xC3"), "ab\xEF\xBF\xBD");  // a character cut at its end
+  EXPECT_EQ(valid_utf8("\xFF\xFEx"), "\xEF\xBF\xBD\xEF\xBF\xBDx");
+  EXPECT_EQ(find_invalid_utf8(valid_utf8("\xED\xA0\x80 \xC0\xAF")), std::string::npos);
+}
+
+TEST(DirLock, ASecondHolderIsRefusedNamingTheFirstUntilItEnds) {
+  TempDir tmp;
+  const fs::path dir = tmp / "out" / "nested";
+  const std::string holder = str_cat("pid ", ::getpid());
+  {
+    DirLock first(dir, "eval x: --out");  // creates the directory
+    EXPECT_TRUE(fs::is_directory(dir));
+    EXPECT_NE(read_text_file(dir / ".retain.lock").find(holder), std::string::npos);
+    // Another open of the file in this process conflicts as another process's would...
+    EXPECT_ERROR_CONTAINS(
+        DirLock(dir, "eval x: --out"),
+        "eval x: --out: " + dir.string() + " is in use by another retain command (host ");
+    EXPECT_ERROR_CONTAINS(DirLock(dir, "eval x: --out"), holder);
+    // ...and another process's does.
+    const pid_t child = ::fork();
+    if (child == 0) {
+      try {
+        DirLock second(dir, "child");
+        ::_exit(1);
+      } catch (const Error& e) {
+        ::_exit(std::string(e.what()).find(holder) != std::string::npos ? 0 : 2);
+      }
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  }
+  // Released with its holder: the next command takes it.
+  DirLock again(dir, "eval x: --out");
+  EXPECT_NE(read_text_file(dir / ".retain.lock").find(holder), std::string::npos);
 }
 
 TEST(Progress, RendersCountRateAndEta) {

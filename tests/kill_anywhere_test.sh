@@ -24,6 +24,40 @@ write_tiny_recipe \
 "$retain" train recipe.yaml run.dir=straight 2>/dev/null || fail "uninterrupted run"
 "$retain" export straight --out straight.safetensors 2>/dev/null || fail "export straight"
 
+# While COMMAND... runs in the background into DIR, the same command again must refuse at once,
+# naming the first one's pid (DIR/.retain.lock); the first is then SIGKILLed, and its lock dies
+# with it: the same command then starts (killed again once it holds the lock).
+second_refused() {
+  local dir=$1 what=$2 verdict=""
+  shift 2
+  "$@" >/dev/null 2>&1 &
+  local first=$!
+  holds "$dir" $first
+  if "$@" >second.log 2>&1; then
+    verdict="a second command into $dir ran beside the first"
+  elif ! grep -q "$dir is in use by another retain command (host .*, pid $first)" second.log; then
+    verdict="the second command's error does not name the first: $(tail -2 second.log)"
+  fi
+  kill -9 $first 2>/dev/null
+  wait $first 2>/dev/null
+  [ -z "$verdict" ] || fail "$what: $verdict"
+  echo "ok   $what: a second command into $dir refused: $(grep -o 'is in use.*' second.log | head -1)"
+  "$@" >/dev/null 2>&1 &
+  local again=$!
+  holds "$dir" $again || verdict="the lock of a killed command was not released"
+  kill -9 $again 2>/dev/null
+  wait $again 2>/dev/null
+  [ -z "$verdict" ] || fail "$what: $verdict"
+}
+# Waits (up to 30 s) until process PID holds DIR's lock.
+holds() {
+  for _ in $(seq 600); do
+    grep -q "pid $2\$" "$1/.retain.lock" 2>/dev/null && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
 trial=0 torn_total=0
 while read -r delay; do
   trial=$((trial + 1))
@@ -50,6 +84,8 @@ while read -r delay; do
     fi
   fi
 done < <(delays 7 0.4 1.5 10)
+# (Long runs into fresh directories: a short first one could end before the second starts.)
+second_refused locked-run "train" "$retain" train recipe.yaml run.dir=locked-run train.steps=100000
 "$retain" train recipe.yaml run.dir=killed 2>resume.log || fail "final resume: $(tail -3 resume.log)"
 [ -z "$(ls -d killed/.step-*.tmp.* 2>/dev/null)" ] || fail "interrupted checkpoint writes were not cleaned up"
 "$retain" export killed --out killed.safetensors 2>/dev/null || fail "export killed"
@@ -83,6 +119,9 @@ if os.path.exists(path):
 PY
   echo "sweep trial $trial: killed after ${delay}s with $lines predictions written"
 done < <(delays 11 0.6 1.8 5)
+# (The command itself, not a shell function: $! must be retain's pid.)
+second_refused sweep-locked "eval synthetic" "$retain" eval synthetic --model model --tasks kv,needle \
+  --count 2000 --words 120 --policy full --max-new-tokens 3 --chunk 32 --out sweep-locked
 sweep sweep-killed >/dev/null 2>&1 || fail "resumed sweep"
 "$python" - <<'PY' || fail "resumed scores differ from the uninterrupted sweep's"
 import json

@@ -69,6 +69,7 @@ void Trainer::setup() {
   if (leader()) {
     std::cerr << "resolved recipe (" << recipe_.where() << "):\n" << resolved;
     ensure_writable_dir(s_.run_dir, "run.dir");
+    run_dir_lock_.emplace(s_.run_dir, "train: run.dir");
     write_text_file_atomic(s_.run_dir / "recipe.yaml", resolved);
   }
   // Per-rank RNG streams (the data order comes from the sampler, identical on every rank).

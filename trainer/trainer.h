@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/dir_lock.h"
 #include "core/progress.h"
 #include "data/packed_dataset.h"
 #include "dist/collectives.h"
@@ -71,6 +72,8 @@ class Trainer {
   TrainSettings s_;
   Config recipe_;
   std::string recipe_sha_;
+  // The leader's hold on run.dir for the whole run: a second training into it refuses.
+  std::optional<DirLock> run_dir_lock_;
   // The base's files (directory_stamps of model.path), kept in every checkpoint: a run directory
   // does not resume on a base that changed in place.
   std::map<std::string, std::string> base_files_;

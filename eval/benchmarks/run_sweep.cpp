@@ -10,6 +10,7 @@
 #include <optional>
 #include <thread>
 
+#include "core/dir_lock.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/log.h"
@@ -458,6 +459,9 @@ int run_sweep(Benchmark& benchmark, const SweepSettings& s) {
   // 0 writes. The others read the resume state once rank 0 has settled it (a torn last line
   // dropped), so all skip the same finished units.
   const bool leader = m.leader();
+  // Held to the end: a second sweep into the same --out refuses rather than interleave records.
+  std::optional<DirLock> lock;
+  if (leader) lock.emplace(s.out, command + ": --out");
   const fs::path out = leader ? start_run_dir(s.out, config) : fs::path(s.out);
   if (leader)
     check_and_record_sweep_inputs(out, inputs_of(config, s, cells), !benchmark.settings_in_keys());
