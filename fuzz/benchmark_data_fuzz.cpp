@@ -7,24 +7,17 @@
 #include "eval/math/math_data.h"
 #include "fuzz_util.h"
 
-namespace {
-
-void check(bool ok) {
-  if (!ok) __builtin_trap();
-}
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace retain;
   const fs::path file = fuzz::write_input("data.jsonl", data, size);
   try {
-    for (const DialogueRecord& d : read_dialogue_file(file.string(), 0)) check(!d.turns.empty());
+    for (const DialogueRecord& d : read_dialogue_file(file.string(), 0))
+      fuzz::require(!d.turns.empty());
   } catch (const Error&) {
   }
   try {
     for (const Json& r : read_longbench_v2_file(file.string()))
-      check(r.is_object() && r["context"].is_string() && r["answer"].is_string());
+      fuzz::require(r.is_object() && r["context"].is_string() && r["answer"].is_string());
   } catch (const Error&) {
   }
   try {
@@ -35,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
        {MathBenchmark::kGsm8k, MathBenchmark::kMath500, MathBenchmark::kAime}) {
     try {
       for (const MathProblem& p : load_math_problems(file, b, 0))
-        check(!p.problem.empty() && !p.gold.empty());
+        fuzz::require(!p.problem.empty() && !p.gold.empty());
     } catch (const Error&) {
     }
   }

@@ -34,6 +34,12 @@ inline fs::path write_input(const std::string& name, const uint8_t* data, size_t
   return path;
 }
 
+// A property the target promises: its failure stops the run like a crash (libFuzzer keeps the
+// input).
+inline void require(bool ok) {
+  if (!ok) __builtin_trap();
+}
+
 inline std::string as_text(const uint8_t* data, size_t size) {
   return std::string(reinterpret_cast<const char*>(data), size);
 }

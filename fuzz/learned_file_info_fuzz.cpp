@@ -4,14 +4,7 @@
 #include "checkpoints/learned_file_info.h"
 #include "core/error.h"
 #include "core/safetensors_header.h"
-
-namespace {
-
-void check(bool ok) {
-  if (!ok) __builtin_trap();
-}
-
-}  // namespace
+#include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace retain;
@@ -23,14 +16,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   try {
     const GateFileInfo gate = gate_file_info(header.metadata, "fuzz");
-    check(gate.config.width >= 1 && gate.config.width <= kMaxLearnedWidth);
-    check(gate.config.init_std >= 0 && gate.budget >= 0);
+    fuzz::require(gate.config.width >= 1 && gate.config.width <= kMaxLearnedWidth);
+    fuzz::require(gate.config.init_std >= 0 && gate.budget >= 0);
   } catch (const Error&) {
   }
   try {
     const ScorerFileInfo scorer = scorer_file_info(header.metadata, "fuzz");
-    check(scorer.config.width >= 1 && scorer.config.width <= kMaxLearnedWidth);
-    check(scorer.config.init_std >= 0);
+    fuzz::require(scorer.config.width >= 1 && scorer.config.width <= kMaxLearnedWidth);
+    fuzz::require(scorer.config.init_std >= 0);
   } catch (const Error&) {
   }
   return 0;

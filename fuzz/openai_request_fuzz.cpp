@@ -23,10 +23,6 @@ const char* const kPartsTemplate =
     "{% endif %}{% endfor %}{% endif %}\n{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}";
 
-void check(bool ok) {
-  if (!ok) __builtin_trap();
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -37,15 +33,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const bool chat : {false, true}) {
     try {
       const RequestFields f = read_request_fields(body, chat, "m");
-      check(f.model == "m");
-      check(f.temperature >= 0 && f.temperature <= 2 && f.top_p > 0 && f.top_p <= 1);
-      check(f.top_k >= 0 && (!f.max_tokens || *f.max_tokens >= 1));
-      check(f.stop_strings.size() <= 4);
-      for (const auto& s : f.stop_strings) check(!s.empty());
-      check(!f.budget || *f.budget >= 0);
+      fuzz::require(f.model == "m");
+      fuzz::require(f.temperature >= 0 && f.temperature <= 2 && f.top_p > 0 && f.top_p <= 1);
+      fuzz::require(f.top_k >= 0 && (!f.max_tokens || *f.max_tokens >= 1));
+      fuzz::require(f.stop_strings.size() <= 4);
+      for (const auto& s : f.stop_strings) fuzz::require(!s.empty());
+      fuzz::require(!f.budget || *f.budget >= 0);
       if (chat) {
-        check(f.messages.is_array() && !f.messages.empty());
-        for (const auto& m : f.messages) check(m.is_object() && m["role"].is_string());
+        fuzz::require(f.messages.is_array() && !f.messages.empty());
+        for (const auto& m : f.messages) fuzz::require(m.is_object() && m["role"].is_string());
         for (const ChatTemplate* t : {&chatml, &parts}) {
           try {
             t->render_json(f.messages, true);
@@ -53,11 +49,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           }
         }
       } else {
-        check(f.prompt_text.has_value() != !f.prompt_ids.empty());
-        for (const int64_t id : f.prompt_ids) check(id >= 0);
+        fuzz::require(f.prompt_text.has_value() != !f.prompt_ids.empty());
+        for (const int64_t id : f.prompt_ids) fuzz::require(id >= 0);
       }
     } catch (const ApiError& e) {
-      check(e.status == 400 || e.status == 404);
+      fuzz::require(e.status == 400 || e.status == 404);
       error_body(e).dump();  // the server writes it; a message must be valid UTF-8
     }
   }

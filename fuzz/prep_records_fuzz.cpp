@@ -15,10 +15,6 @@
 
 namespace {
 
-void check(bool ok) {
-  if (!ok) __builtin_trap();
-}
-
 const retain::Tokenizer& tokenizer() {
   using namespace retain;
   static const HfTokenizer t = [] {
@@ -50,9 +46,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       try {
         const ChatLine chat = read_chat_line(
             math ? math_conversation(j, kMathInstruction, "line") : j, base, "line", "<image>");
-        check(!chat.messages.empty());
+        fuzz::require(!chat.messages.empty());
         const ChatTokens tokens = chat_tokens(chat.messages, chatml, tokenizer());
-        check(tokens.mask.size() == tokens.ids.size());
+        fuzz::require(tokens.mask.size() == tokens.ids.size());
       } catch (const Error&) {
       }
     }
@@ -60,8 +56,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (j.is_object() && j.contains("text") && j["text"].is_string() && j.contains("spans")) {
         const std::string text = j["text"].get<std::string>();
         const auto ids = tokenizer().encode_with_special_tokens(text);
-        check(answer_span_mask(text, j["spans"], ids, tokenizer(), "line", "spans").size() ==
-              ids.size());
+        fuzz::require(
+            answer_span_mask(text, j["spans"], ids, tokenizer(), "line", "spans").size() ==
+            ids.size());
       }
     } catch (const Error&) {
     }
