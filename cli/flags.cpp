@@ -51,6 +51,28 @@ void add_bench_tensor_parallel_flag(CLI::App* cmd, BenchModelOptions& o) {
       ->capture_default_str();
 }
 
+void add_video_flags(CLI::App* cmd, std::vector<std::string>& videos, VideoOptions& options) {
+  cmd->add_option("--video", videos,
+                  "video file (mp4, webm, mkv, ...: what FFmpeg reads) or a directory of frame "
+                  "images (repeatable) for a vision-language model: at each <video> in the "
+                  "prompt, else before it");
+  cmd->add_option("--fps", options.fps,
+                  "sample this many frames per second of each video (default: the model's "
+                  "video processor: Qwen3-VL 2, Qwen2.5-VL every frame)")
+      ->check(kPositive);
+  cmd->add_option("--max-frames", options.max_frames,
+                  "at most this many frames per video (default: the video processor's, 768)")
+      ->check(kPositive);
+  cmd->add_option("--video-max-pixels", options.max_pixels,
+                  "the video processor's pixel budget (size.longest_edge: per frame for "
+                  "Qwen2.5-VL, per clip for Qwen3-VL)")
+      ->check(kPositive);
+  cmd->add_option("--frames-fps", options.frames_fps,
+                  "the rate of a video given as a directory of frames (default 24, as "
+                  "transformers assumes without metadata)")
+      ->check(kPositive);
+}
+
 void add_chat_flags(CLI::App* cmd, ChatFlags& flags) {
   cmd->add_flag("--chat", flags.chat, "render the prompt with the model's chat template");
   cmd->add_flag("--no-chat", flags.no_chat, "use the raw prompt (BOS + text)");
@@ -187,7 +209,7 @@ void add_shared_context_flags(CLI::App* cmd, SweepSettings& sweep) {
   cmd->add_option("--shared-context-gib", sweep.shared_context_gib,
                   "the most GiB of K/V copies one shared read holds (every cell holds what was "
                   "read until the read ends): more policies than fit read it again")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositive)
       ->capture_default_str();
   cmd->add_flag("--write-prompts", sweep.write_prompts,
                 "also write DIR/prompts.jsonl: each unit's token ids, where its context ends, its "

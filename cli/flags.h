@@ -11,6 +11,7 @@
 #include "eval/sweep.h"
 #include "model/bench_model.h"
 #include "model/prompt.h"
+#include "model/vision/video_options.h"
 
 namespace retain::cli {
 
@@ -24,6 +25,8 @@ void add_bench_tensor_parallel_flag(CLI::App* cmd, BenchModelOptions& o);
 void add_bench_model_flags(CLI::App* cmd, BenchModelOptions& o);
 // --chat --no-chat --chat-template --system --no-thinking
 void add_chat_flags(CLI::App* cmd, ChatFlags& flags);
+// --video (repeatable) and the video processor's flags.
+void add_video_flags(CLI::App* cmd, std::vector<std::string>& videos, VideoOptions& options);
 
 // What every evaluation sweep takes: --policy, --budget (as written; see policies() and
 // budgets()), --gates, --chunk, --out and, where `limit` is given, --limit.

@@ -39,6 +39,7 @@ void register_generate(CLI::App& app, Commands& commands) {
   cmd->add_option("--image", o->images,
                   "image file (JPEG, PNG, WebP; repeatable) for a vision-language model: at each "
                   "<image> in the prompt, else before it");
+  add_video_flags(cmd, o->videos, o->video);
   cmd->add_option("--stop", o->stops, "stop string (repeatable); the output ends before it");
   cmd->add_option("--max-new-tokens", o->max_new_tokens)
       ->check(kNonNegative)
@@ -82,6 +83,7 @@ void register_tokenize(CLI::App& app, Commands& commands) {
   cmd->add_option("--image", o->images,
                   "image file (repeatable): show the prompt with each image's tokens expanded "
                   "(vision-language models)");
+  add_video_flags(cmd, o->videos, o->video);
   cmd->add_flag("--skip-special", o->skip_special,
                 "with --decode: leave out special tokens (BOS, EOS, ...)");
   cmd->add_flag("--as-prompt", o->as_prompt,

@@ -20,26 +20,36 @@ int run_generate_command(const GenerateCommandOptions& o) {
       "generate: give exactly one of --prompt, --prompt-ids or --prompts-file");
   const bool text = o.prompt.has_value() || o.prompts_file.has_value();
   RETAIN_CHECK(o.stops.empty() || text, "generate: --stop needs text prompts (a tokenizer)");
-  EvalModel m = load_eval_model(o.model, o.gates, /*with_tokenizer=*/text, {o.policy});
+  // Qwen3-VL writes a video's timestamps as text: a prompt of ids with a video needs the tokenizer.
+  EvalModel m =
+      load_eval_model(o.model, o.gates, /*with_tokenizer=*/text || !o.videos.empty(), {o.policy});
   const Decoder& model = *m.model;
   const Tokenizer* tokenizer = m.tokenizer.get();
   std::vector<std::vector<int64_t>> prompts;
   std::vector<RowOptions> rows;
-  if (!o.images.empty()) {
-    RETAIN_CHECK(model.config().multimodal, "generate: --image needs a vision-language model (",
-                 "qwen2_5_vl or qwen3_vl); ", o.model.model_dir, " is ", model.config().model_type,
-                 ", a text-only model");
-    RETAIN_CHECK(!o.prompts_file,
-                 "generate: --image goes with --prompt or --prompt-ids, not "
-                 "--prompts-file");
+  if (!o.images.empty() || !o.videos.empty()) {
+    const char* flag = o.images.empty() ? "--video" : "--image";
+    RETAIN_CHECK(model.config().multimodal, "generate: ", flag,
+                 " needs a vision-language model (qwen2_5_vl or qwen3_vl); ", o.model.model_dir,
+                 " is ", model.config().model_type, ", a text-only model");
+    RETAIN_CHECK(!o.prompts_file, "generate: ", flag,
+                 " goes with --prompt or --prompt-ids, not --prompts-file");
     std::vector<int64_t> ids =
         o.prompt ? prompt_ids(o.model.model_dir, *tokenizer,
-                              text_with_image_blocks(*o.prompt, o.images.size()), o.chat)
+                              text_with_image_blocks(*o.prompt, o.images.size(), o.videos.size()),
+                              o.chat)
                  : parse_id_list(*o.prompt_ids, "--prompt-ids");
-    auto prompt = std::make_shared<MultimodalPrompt>(
-        prepare_multimodal_prompt(model, ids, load_images(o.model.model_dir, o.images)));
-    log_info(o.images.size(), " image(s): ", prompt->image_tokens, " image tokens of ",
-             prompt->ids.size(), " prompt tokens");
+    const auto videos =
+        load_videos(o.model.model_dir, model.config().multimodal->vision.family, o.videos, o.video);
+    for (const auto& v : videos)
+      log_info(v.where, ": ", v.frame_indices.size(), " of ", v.total_frames, " frames (", v.fps,
+               " fps), resized to ", v.resized_width, "x", v.resized_height, ", grid ", v.grid.t,
+               "x", v.grid.h, "x", v.grid.w);
+    auto prompt = std::make_shared<MultimodalPrompt>(prepare_multimodal_prompt(
+        model, ids, load_images(o.model.model_dir, o.images), videos, tokenizer));
+    log_info(o.images.size(), " image(s), ", o.videos.size(), " video(s): ", prompt->image_tokens,
+             " image and ", prompt->video_tokens, " video tokens of ", prompt->ids.size(),
+             " prompt tokens");
     prompts.push_back(prompt->ids);
     RowOptions row;
     row.multimodal = prompt;

@@ -9,6 +9,7 @@
 
 #include "eval/sweep.h"
 #include "model/prompt.h"
+#include "model/vision/video_options.h"
 
 namespace retain {
 
@@ -19,6 +20,8 @@ struct GenerateCommandOptions {
   std::optional<std::string> prompt_ids;    // "1,2,3"
   std::optional<std::string> prompts_file;  // one prompt per line, generated as one batch
   std::vector<std::string> images;          // --image (vision-language models), in order
+  std::vector<std::string> videos;          // --video: files or directories of frames, in order
+  VideoOptions video;                       // --fps, --max-frames, --video-max-pixels, --frames-fps
   std::vector<std::string> stops;           // stop strings
   int64_t max_new_tokens = 64;
   double temperature = 0.0;

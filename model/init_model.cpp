@@ -264,6 +264,27 @@ Json preprocessor_config(const ModelConfig& config) {
   return j;
 }
 
+// video_preprocessor_config.json: transformers 5's video processor class of the family with its
+// defaults (Qwen2VLVideoProcessor: every frame unless told an fps; Qwen3VLVideoProcessor: 2 fps),
+// the patch layout of the model's vision tower.
+Json video_preprocessor_config(const ModelConfig& config) {
+  const VisionConfig& v = config.multimodal->vision;
+  const bool qwen3 = v.family == VisionFamily::kQwen3;
+  Json j = preprocessor_config(config);
+  j.erase("image_processor_type");
+  j["video_processor_type"] = qwen3 ? "Qwen3VLVideoProcessor" : "Qwen2VLVideoProcessor";
+  j["do_sample_frames"] = qwen3;
+  j["min_frames"] = 4;
+  j["max_frames"] = 768;
+  if (qwen3) {
+    j["fps"] = 2;
+    j["size"] = {{"shortest_edge", 128 * 32 * 32}, {"longest_edge", 32 * 32 * 768}};
+  } else {
+    j["size"] = {{"shortest_edge", 128 * 28 * 28}, {"longest_edge", 28 * 28 * 768}};
+  }
+  return j;
+}
+
 // Tiny/small vocabularies come from the tokenizer trained for them.
 constexpr int kTinyVocab = 512;
 constexpr int kSmallVocab = 768;  // the project corpus yields at most 885 BPE pieces
@@ -405,8 +426,11 @@ void init_model(const InitModelOptions& options) {
       }
     }
     write_json_file_atomic(tmp / "config.json", config);
-    if (vision_language)
+    if (vision_language) {
       write_json_file_atomic(tmp / "preprocessor_config.json", preprocessor_config(parsed));
+      write_json_file_atomic(tmp / "video_preprocessor_config.json",
+                             video_preprocessor_config(parsed));
+    }
 
     // A vision-language config keeps each part's initializer_range in its own sub-config.
     double std = config.value("initializer_range", 0.02);

@@ -12,6 +12,7 @@ APT_PACKAGES=(
   libsentencepiece-dev sentencepiece libhdf5-dev libyaml-cpp-dev nlohmann-json3-dev
   libutf8proc-dev libcli11-dev libgtest-dev zlib1g-dev libcairo2-dev curl
   libjpeg62-turbo-dev libpng-dev libwebp-dev
+  libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg  # videos (ffmpeg: test clips)
   libcpp-httplib-dev libssl-dev libbrotli-dev  # retain serve (cpp-httplib is built with both)
 )
 # Python packages, pinned: torch must be the same version on every machine (GPU machines too).
@@ -21,6 +22,7 @@ PIP_PACKAGES=(
   protobuf==7.36.2  # base_curriculum.py --add-pieces edits a SentencePiece model
   gguf==0.19.0 accelerate==1.15.0  # transformers' GGUF loader (scripts/setup-smollm2.sh)
   openai==3.57.0  # the client tests/serve_test.sh drives retain serve with
+  av==18.1.0 torchcodec==0.11.1  # test clips: PyAV writes them, torchcodec is transformers' video reader
 )
 
 missing=()

@@ -435,6 +435,11 @@ png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2,
 open(sys.argv[1], "wb").write(png)
 open(sys.argv[2], "wb").write(b"\xff\xd8\xff\xe0 not really a jpeg")
 PY
+# A clip (FFmpeg's test pattern, H.264, 9 frames at 4 fps) and the same as a directory of frames.
+ffmpeg -loglevel error -y -f lavfi -i testsrc=size=64x48:rate=4 -frames:v 9 -c:v libx264 \
+  -pix_fmt yuv420p "$work/clip.mp4"
+mkdir -p "$work/frames"
+ffmpeg -loglevel error -y -i "$work/clip.mp4" "$work/frames/f%03d.png"
 for arch in qwen2_5_vl qwen3_vl; do
   vl="$work/tiny-$arch"
   check "init-model-$arch" "$retain" init-model --arch "$arch" --preset tiny --out "$vl"
@@ -450,7 +455,30 @@ for arch in qwen2_5_vl qwen3_vl; do
   check_error "image-unreadable-$arch" "bad.jpg: not a readable JPEG image" \
     "$retain" generate --model "$vl" --image "$work/bad.jpg" --prompt "hi" --max-new-tokens 1
   check "bench-vision-$arch" "$retain" bench vision --model "$vl" --size 64x48 --repeat 1 --dtype fp32
+  # Videos: 9 frames at 4 fps sampled at 2 fps (4 frames, 2 temporal groups), with an image too.
+  check "generate-video-$arch" "$retain" generate --model "$vl" --video "$work/clip.mp4" --fps 2 \
+    --image "$work/img.png" --prompt "<image> then <video>: what moves?" --chat-template "$work/qwen2.jinja" \
+    --max-new-tokens 4 --ignore-eos --policy snapkv --budget 8 --json
+  grep -q '"finish_reason":"length"' "$work/out.txt" || { echo "FAIL generate --video $arch: $(cat "$work/out.txt")"; failures=$((failures + 1)); }
+  check "tokenize-video-$arch" "$retain" tokenize --model "$vl" --text "<video>x" --video "$work/clip.mp4" --fps 2 --ids
+  # Video placeholders (id 8): 2 temporal groups of at least 2x2 merged patches each.
+  [ "$(tr ',' '\n' < "$work/out.txt" | grep -cx 8)" -ge 8 ] || { echo "FAIL tokenize --video $arch: $(cat "$work/out.txt")"; failures=$((failures + 1)); }
+  check "tokenize-frames-$arch" "$retain" tokenize --model "$vl" --text "<video>x" --video "$work/frames" --ids
+  check_error "video-markers-$arch" "2 <video> marker(s) but 1 video(s)" \
+    "$retain" generate --model "$vl" --video "$work/clip.mp4" --prompt "<video> and <video>" --max-new-tokens 1
+  check_error "video-missing-$arch" "nothing.mp4: cannot open the video file" \
+    "$retain" generate --model "$vl" --video "$work/nothing.mp4" --prompt "hi" --max-new-tokens 1
+  check_error "video-not-a-video-$arch" "bad.jpg: not a video FFmpeg can read" \
+    "$retain" generate --model "$vl" --video "$work/bad.jpg" --prompt "hi" --max-new-tokens 1
+  if [ "$arch" = qwen2_5_vl ]; then  # Qwen3-VL samples by default, clamped to --max-frames
+    check_error "video-too-many-frames-$arch" "9 frames, more than --max-frames 3" \
+      "$retain" tokenize --model "$vl" --text "<video>" --video "$work/clip.mp4" --max-frames 3
+  fi
+  check_error "video-frames-fps-$arch" "--fps samples a video file only" \
+    "$retain" tokenize --model "$vl" --text "<video>" --video "$work/frames" --fps 2
 done
+check_error video-text-only-model "needs a vision-language model" \
+  "$retain" generate --model "$model" --video "$work/clip.mp4" --prompt hi
 check_error image-text-only-model "needs a vision-language model" \
   "$retain" generate --model "$model" --image "$work/img.png" --prompt hi
 check_error vl-small-preset "has the tiny preset (not small)" \

@@ -35,7 +35,8 @@ int run_tokenize_command(const TokenizeCommandOptions& o) {
     return 0;
   }
   std::string text = o.text ? *o.text : read_text_file(*o.file);
-  if (!o.images.empty()) text = text_with_image_blocks(text, o.images.size());
+  if (!o.images.empty() || !o.videos.empty())
+    text = text_with_image_blocks(text, o.images.size(), o.videos.size());
   ChatFlags flags = o.chat;
   const bool chat = flags.chat || !flags.chat_template.empty();
   // Without a chat template: the tokenizer's full encoding (HF's tokenizer(text)), which is what
@@ -49,15 +50,16 @@ int run_tokenize_command(const TokenizeCommandOptions& o) {
     ids =
         o.as_prompt ? tokenizer->encode_prompt(text) : tokenizer->encode_with_special_tokens(text);
   }
-  if (!o.images.empty()) {
-    // Each image's placeholder repeated once per merged patch, as the processor expands it.
+  if (!o.images.empty() || !o.videos.empty()) {
+    // Each image's and video's placeholder expanded as the processor expands it.
     const ModelConfig config = ModelConfig::load(o.model_dir);
-    RETAIN_CHECK(config.multimodal, "tokenize: --image needs a vision-language model; ",
-                 o.model_dir, " is ", config.model_type);
+    RETAIN_CHECK(config.multimodal, "tokenize: ", o.images.empty() ? "--video" : "--image",
+                 " needs a vision-language model; ", o.model_dir, " is ", config.model_type);
     std::vector<ImageGrid> grids;
     for (const auto& image : load_images(o.model_dir, o.images)) grids.push_back(image.grid);
-    ids = expand_image_placeholders(ids, config.multimodal->image_token_id, grids,
-                                    config.multimodal->vision.spatial_merge_size);
+    const auto videos =
+        load_videos(o.model_dir, config.multimodal->vision.family, o.videos, o.video);
+    ids = expand_vision_placeholders(config, ids, grids, videos, tokenizer.get()).ids;
   }
   if (o.ids_only) {
     for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? "," : "") << ids[i];

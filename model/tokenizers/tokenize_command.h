@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/prompt.h"
+#include "model/vision/video_options.h"
 
 namespace retain {
 
@@ -21,6 +22,8 @@ struct TokenizeCommandOptions {
   bool as_prompt = false;
   bool explain = false;             // print which pipeline runs and where BOS/EOS come from
   std::vector<std::string> images;  // expand one vision block per image (vision-language models)
+  std::vector<std::string> videos;  // and per video (a file or a directory of frames)
+  VideoOptions video;
   ChatFlags chat;
 };
 

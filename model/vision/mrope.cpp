@@ -7,43 +7,56 @@
 namespace retain {
 
 RopeIndex multimodal_rope_index(const std::vector<int64_t>& ids, int64_t image_token_id,
-                                const std::vector<ImageGrid>& grids, int64_t merge) {
+                                int64_t video_token_id, const std::vector<VisionSpan>& spans,
+                                int64_t merge) {
   const auto n = static_cast<int64_t>(ids.size());
+  auto vision = [&](int64_t id) {
+    return id == image_token_id || (video_token_id >= 0 && id == video_token_id);
+  };
+  auto kind = [&](int64_t id) { return id == image_token_id ? "image" : "video"; };
   std::vector<int64_t> t_pos(n), h_pos(n), w_pos(n);
-  int64_t next = 0;  // the position the next text token (or image origin) takes
-  size_t image = 0;
+  int64_t next = 0;  // the position the next text token (or span origin) takes
+  size_t span = 0;
   int64_t i = 0;
   while (i < n) {
-    if (ids[i] != image_token_id) {
+    if (!vision(ids[i])) {
       t_pos[i] = h_pos[i] = w_pos[i] = next++;
       ++i;
       continue;
     }
     int64_t run = 0;
-    while (i + run < n && ids[i + run] == image_token_id) ++run;
-    RETAIN_CHECK(image < grids.size(), "the prompt holds more runs of image tokens than the ",
-                 grids.size(), " image(s) given (run ", image + 1, " starts at token ", i, ")");
-    const ImageGrid& g = grids[image];
+    while (i + run < n && ids[i + run] == ids[i]) ++run;
+    RETAIN_CHECK(span < spans.size(), "the prompt holds more runs of vision tokens than the ",
+                 spans.size(), " image/video span(s) given (a run of ", kind(ids[i]),
+                 " tokens starts at token ", i, ")");
+    const VisionSpan& s = spans[span];
+    const ImageGrid& g = s.grid;
+    RETAIN_CHECK(s.token_id == ids[i], "vision span ", span + 1, " is a",
+                 s.token_id == image_token_id ? "n image" : " video", " but the run at token ", i,
+                 " holds ", kind(ids[i]), " tokens");
     const int64_t gh = g.h / merge, gw = g.w / merge;
-    RETAIN_CHECK(run == g.tokens(merge), "image ", image + 1, " has a ", g.t, "x", g.h, "x", g.w,
-                 " patch grid (", g.tokens(merge), " tokens) but its run of image tokens at token ",
-                 i, " is ", run, " long");
-    // Qwen's rope index: an image's tokens take (origin + t, origin + row, origin + col); still
-    // images have no temporal spacing (t stays 0 for every merged patch of a one-frame grid).
+    RETAIN_CHECK(run == g.tokens(merge), kind(ids[i]), " span ", span + 1, " has a ", g.t, "x", g.h,
+                 "x", g.w, " patch grid (", g.tokens(merge), " tokens) but its run at token ", i,
+                 " is ", run, " long");
+    // Temporal positions as transformers' get_vision_position_ids: (arange(t) * interval) in
+    // fp32, truncated to an integer, then offset.
     int64_t k = i;
-    for (int64_t tt = 0; tt < g.t; ++tt)
+    for (int64_t tt = 0; tt < g.t; ++tt) {
+      const auto step = static_cast<int64_t>(static_cast<float>(tt) * s.time_interval);
       for (int64_t r = 0; r < gh; ++r)
         for (int64_t c = 0; c < gw; ++c, ++k) {
-          t_pos[k] = next + tt;
+          t_pos[k] = next + step;
           h_pos[k] = next + r;
           w_pos[k] = next + c;
         }
+    }
     next += std::max(gh, gw);
     i += run;
-    ++image;
+    ++span;
   }
-  RETAIN_CHECK(image == grids.size(), grids.size(), " image(s) given but the prompt holds ", image,
-               " run(s) of image tokens");
+  RETAIN_CHECK(span == spans.size(), spans.size(),
+               " image/video span(s) given but the prompt holds ", span,
+               " run(s) of vision tokens");
   RopeIndex out;
   out.positions = at::empty({3, n}, at::kLong);
   auto acc = out.positions.accessor<int64_t, 2>();
@@ -56,6 +69,13 @@ RopeIndex multimodal_rope_index(const std::vector<int64_t>& ids, int64_t image_t
   }
   out.delta = max_pos + 1 - n;
   return out;
+}
+
+RopeIndex multimodal_rope_index(const std::vector<int64_t>& ids, int64_t image_token_id,
+                                const std::vector<ImageGrid>& grids, int64_t merge) {
+  std::vector<VisionSpan> spans;
+  for (const auto& g : grids) spans.push_back(VisionSpan{image_token_id, g, 1.0f});
+  return multimodal_rope_index(ids, image_token_id, -1, spans, merge);
 }
 
 at::Tensor mrope_axis_of_frequency(const MultimodalConfig& config, int64_t head_dim,

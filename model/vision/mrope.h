@@ -30,9 +30,28 @@ struct RopeIndex {
   int64_t delta = 0;     // max position + 1 - T: what decoded tokens add to their index
 };
 
-// transformers' get_rope_index for one unpadded row: each run of `image_token_id` tokens is the
-// next image of `grids` (in order) and must hold exactly its merged token count. Errors name the
-// run that does not match.
+// One run of vision tokens in a prompt: an image, a Qwen2.5-VL video (its whole grid), or one
+// temporal group of a Qwen3-VL video (grid t = 1: its processor writes each group's timestamp as
+// text between the runs, and transformers splits the video's grid the same way).
+struct VisionSpan {
+  int64_t token_id = -1;  // the placeholder its run repeats (image or video pad)
+  ImageGrid grid;
+  // Qwen2.5-VL videos: temporal positions per grid step, tokens_per_second x seconds per grid,
+  // in fp32 as transformers computes it from its fp32 second_per_grid_ts tensor; 1 otherwise.
+  float time_interval = 1.0f;
+};
+
+// transformers 5's get_rope_index for one unpadded row: each maximal run of image or video
+// placeholders is the next span (in order) and must repeat its token exactly grid.tokens(merge)
+// times. Text takes the next position on all axes; a span's tokens take (start + int(t *
+// interval), start + row, start + col) and the text after it starts at start + max(rows, cols),
+// which is transformers 5's rule (its 4.x code, and vLLM, start it at the span's largest position
+// + 1: the same unless a Qwen2.5-VL video's temporal extent exceeds its side; docs/vision.md).
+// Errors name the run that does not match.
+RopeIndex multimodal_rope_index(const std::vector<int64_t>& ids, int64_t image_token_id,
+                                int64_t video_token_id, const std::vector<VisionSpan>& spans,
+                                int64_t merge);
+// Images only: each run of `image_token_id` is the next of `grids`.
 RopeIndex multimodal_rope_index(const std::vector<int64_t>& ids, int64_t image_token_id,
                                 const std::vector<ImageGrid>& grids, int64_t merge);
 

@@ -64,6 +64,9 @@ VisionConfig parse_vision(const std::string& model_type, const Json& v, const st
     check_blocks(c.deepstack_visual_indexes, "deepstack_visual_indexes");
   } else {
     c.window_size = json_get_optional<int64_t>(v, "window_size", where).value_or(112);
+    // Qwen2.5-VL spaces a video's temporal positions by tokens_per_second x seconds per grid
+    // (transformers' Qwen2_5_VLVisionConfig default: 4).
+    c.tokens_per_second = json_get_optional<int64_t>(v, "tokens_per_second", where).value_or(4);
     c.fullatt_block_indexes =
         json_get_optional<std::vector<int64_t>>(v, "fullatt_block_indexes", where)
             .value_or(std::vector<int64_t>{});

@@ -34,6 +34,7 @@ struct VisionConfig {
   // Qwen2.5-VL: windows of window_size pixels; blocks listed here attend over the whole image.
   int64_t window_size = 0;
   std::vector<int64_t> fullatt_block_indexes;
+  int64_t tokens_per_second = 4;  // video temporal positions per second (model/vision/mrope.h)
   // Qwen3-VL: a learned square grid of position embeddings, resampled to each image's grid, and
   // the blocks whose outputs feed the first decoder layers (DeepStack).
   int64_t num_position_embeddings = 0;
