@@ -1,4 +1,4 @@
-// eval ppl | synthetic | ruler | longbench | longbench-v2 | mmmu | mmstar | math | dialogue | score,
+// eval ppl | synthetic | ruler | longbench | longbench-v2 | mmmu | mmstar | videomme | math | dialogue | score,
 // and
 // policies.
 #include <iostream>
@@ -14,6 +14,7 @@
 #include "eval/benchmarks/mmstar.h"
 #include "eval/benchmarks/ruler.h"
 #include "eval/benchmarks/synthetic.h"
+#include "eval/benchmarks/videomme.h"
 #include "eval/policies/policy_registry.h"
 #include "eval/ppl_command.h"
 #include "eval/score_command.h"
@@ -182,6 +183,49 @@ void register_mmstar(CLI::App* eval, Commands& commands) {
   });
 }
 
+void register_videomme(CLI::App* eval, Commands& commands) {
+  auto o = std::make_shared<VideoMmeOptions>();
+  auto* cmd = eval->add_subcommand(
+      "videomme",
+      "Video-MME on a vision-language model under eviction policies (lmms-eval's task)");
+  add_chat_flags(cmd, o->chat);
+  auto sweep = add_sweep_command_flags(cmd, o->sweep, &o->limit, "questions (0: all)", true);
+  cmd->add_option("--data", o->data,
+                  "Video-MME's directory (videomme/test-*.parquet, data/<videoID>.mp4, "
+                  "subtitle/<videoID>.srt) or its parquet")
+      ->required();
+  cmd->add_flag("--subtitles", o->subtitles,
+                "with the frame-aligned subtitles (lmms-eval's videomme_w_subtitle)");
+  cmd->add_option("--prompt-format", o->prompt_format,
+                  "auto (by the model: Qwen3-VL qwen3_vl, else default) | default | qwen3_vl: "
+                  "lmms-eval's prompt kwargs")
+      ->check(CLI::IsMember({"auto", "default", "qwen3_vl"}))
+      ->capture_default_str();
+  cmd->add_option("--subtitle-frames", o->subtitle_frames,
+                  "frames the subtitles are aligned with (frame_num; 0: lmms-eval's, 32 or 768 "
+                  "for qwen3_vl; -1: every frame)");
+  cmd->add_option("--fps", o->video.fps,
+                  "sample this many frames per second (default: the model's video processor)")
+      ->check(kPositive);
+  cmd->add_option("--max-frames", o->video.max_frames, "at most this many frames per video")
+      ->check(kPositive);
+  cmd->add_option("--video-max-pixels", o->video.max_pixels,
+                  "the video processor's pixel budget (size.longest_edge)")
+      ->check(kPositive);
+  auto durations = std::make_shared<std::string>();
+  cmd->add_option("--duration", *durations, "comma-separated: short, medium, long (default: all)");
+  cmd->add_option("--budget-scope", o->budget_scope,
+                  "all: the budget bounds every token; images: it bounds the video tokens")
+      ->check(CLI::IsMember({"all", "images"}))
+      ->capture_default_str();
+  cmd->add_option("--max-new-tokens", o->max_new_tokens)->check(kPositive)->capture_default_str();
+  commands.add(cmd, [o, sweep, durations] {
+    sweep->apply_to(o->sweep);
+    if (!durations->empty()) o->durations = split_list(*durations);
+    return run_videomme_eval(*o);
+  });
+}
+
 void register_math(CLI::App* eval, Commands& commands) {
   auto o = std::make_shared<MathOptions>();
   auto* cmd = eval->add_subcommand(
@@ -238,7 +282,7 @@ void register_score(CLI::App* eval, Commands& commands) {
   auto* cmd =
       eval->add_subcommand("score", "recompute scores from a predictions.jsonl, without a model");
   cmd->add_option("--benchmark", o->benchmark,
-                  "longbench | longbench-v2 | mmmu | mmstar | math | ruler")
+                  "longbench | longbench-v2 | mmmu | mmstar | math | ruler | videomme")
       ->required();
   cmd->add_option("--predictions", o->predictions, "predictions.jsonl")->required();
   cmd->add_flag("--e", o->e, "LongBench-E length buckets");
@@ -315,6 +359,7 @@ void register_eval_commands(CLI::App& app, Commands& commands) {
   register_longbench_v2(eval, commands);
   register_mmmu(eval, commands);
   register_mmstar(eval, commands);
+  register_videomme(eval, commands);
   register_math(eval, commands);
   register_dialogue(eval, commands);
   register_score(eval, commands);

@@ -91,6 +91,75 @@ check mmstar "$retain" eval mmstar --model "$vl" --data "$fixtures/mmstar/mmstar
 grep -q "coarse perception" "$work/out.txt" || { echo "FAIL mmstar: no table"; failures=$((failures + 1)); }
 check_run mmstar "$work/mmstar" mmstar 6
 
+# Video-MME in its release layout, written here (the parquet by pyarrow, clips by the ffmpeg
+# command line, one .srt): a missing video makes its question a failed prediction and the sweep
+# goes on; subtitles; resume; `eval score` reproduces the scores; bad layouts are refused.
+"$python" - "$work/videomme" <<'PY' || { echo "FAIL videomme layout"; failures=$((failures + 1)); }
+import os, subprocess, sys
+import pyarrow as pa, pyarrow.parquet as pq
+root = sys.argv[1]
+for d in ("videomme", "data", "subtitle"):
+    os.makedirs(os.path.join(root, d))
+for vid, rate in (("v1", 4), ("v2", 5)):
+    subprocess.run(["ffmpeg", "-loglevel", "error", "-y", "-f", "lavfi", "-i", f"testsrc=size=48x40:rate={rate}",
+                    "-frames:v", "10", "-c:v", "libx264", "-pix_fmt", "yuv420p", f"{root}/data/{vid}.mp4"], check=True)
+with open(f"{root}/subtitle/v1.srt", "w") as f:
+    f.write('1\n00:00:00,000 --> 00:00:01,500\n<font color="white" size=".72c">a red square</font>\n\n'
+            '2\n00:00:01,500 --> 00:00:02,500\n<font color="white" size=".72c">it moves</font>\n')
+def row(qid, vid, duration, answer):
+    return dict(video_id=qid[:3], duration=duration, domain="Knowledge", sub_category="Astronomy",
+                url="https://example.com", videoID=vid, question_id=qid, task_type="Counting Problem",
+                question="How many squares are there?", options=["A. 1", "B. 2", "C. 3", "D. 4"], answer=answer)
+rows = [row("001-1", "v1", "short", "A"), row("001-2", "v1", "short", "C"),
+        row("002-1", "v2", "medium", "B"), row("003-1", "gone", "long", "D")]
+pq.write_table(pa.Table.from_pylist(rows), f"{root}/videomme/test-00000-of-00001.parquet")
+bad = pa.Table.from_pylist([{k: v for k, v in rows[0].items() if k != "task_type"}])
+pq.write_table(bad, f"{root}/bad.parquet")
+PY
+check videomme "$retain" eval videomme --model "$vl" --data "$work/videomme" --fps 2 \
+  --policy full,snapkv --budget 16 --max-new-tokens 4 --out "$work/vmme"
+grep -q "duration:short" "$work/out.txt" || { echo "FAIL videomme: no table"; failures=$((failures + 1)); }
+grep -q "003-1.*failed.*no video" "$work/err.txt" || { echo "FAIL videomme: the missing video was not reported: $(tail -3 "$work/err.txt")"; failures=$((failures + 1)); }
+python3 - "$work/vmme" <<'PY' || { echo "FAIL videomme: predictions"; failures=$((failures + 1)); }
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1] + "/predictions.jsonl")]
+assert len(rows) == 8, len(rows)
+failed = [r for r in rows if r.get("failed")]
+assert len(failed) == 2 and all(r["question_id"] == "003-1" and "no video" in r["error"] for r in failed), failed
+assert all(r["video_tokens"] > 0 for r in rows if not r.get("failed")), "no video tokens"
+scores = json.load(open(sys.argv[1] + "/scores.json"))
+assert all(r["metrics"]["failed"] == 1 and r["metrics"]["questions"] == 4 for r in scores["results"]), scores
+PY
+check videomme-resume "$retain" eval videomme --model "$vl" --data "$work/videomme" --fps 2 \
+  --policy full,snapkv --budget 16 --max-new-tokens 4 --out "$work/vmme"
+grep -q "generated 0 q" "$work/err.txt" || { echo "FAIL videomme-resume regenerated: $(grep generated "$work/err.txt")"; failures=$((failures + 1)); }
+check videomme-score "$retain" eval score --benchmark videomme \
+  --predictions "$work/vmme/predictions.jsonl" --out "$work/vmme/rescored"
+python3 - "$work/vmme/scores.json" "$work/vmme/rescored/scores.json" <<'PY' || { echo "FAIL videomme: eval score differs"; failures=$((failures + 1)); }
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+assert len(a["results"]) == len(b["results"]) == 2
+for ra, rb in zip(a["results"], b["results"]):
+    for k, v in rb["metrics"].items():
+        assert ra["metrics"][k] == v, (ra["policy"], k, ra["metrics"][k], v)
+PY
+check videomme-subtitles "$retain" eval videomme --model "$vl" --data "$work/videomme" --fps 2 \
+  --subtitles --duration short --policy full --max-new-tokens 2 --out "$work/vmme-sub"
+python3 - "$work/vmme-sub/predictions.jsonl" "$work/vmme/predictions.jsonl" <<'PY' || { echo "FAIL videomme-subtitles"; failures=$((failures + 1)); }
+import json, sys
+sub = [json.loads(l) for l in open(sys.argv[1])]
+plain = {r["question_id"]: r for r in map(json.loads, open(sys.argv[2])) if r["policy"] == "full"}
+assert [r["question_id"] for r in sub] == ["001-1", "001-2"], sub
+# The subtitles lengthen the prompt.
+assert all(r["prompt_tokens"] > plain[r["question_id"]]["prompt_tokens"] for r in sub)
+PY
+check_error videomme-no-data "no such file or directory (expected Video-MME's directory" \
+  "$retain" eval videomme --model "$vl" --data "$work/nowhere" --out "$work/bad-vmme"
+check_error videomme-other-schema "bad.parquet: no column 'task_type'" \
+  "$retain" eval videomme --model "$vl" --data "$work/videomme/bad.parquet" --out "$work/bad-vmme"
+check_error videomme-text-model "a text-only model; this benchmark needs a vision-language model" \
+  "$retain" eval videomme --model "$text_model" --data "$work/videomme" --out "$work/bad-vmme2"
+
 # Gates on the VLM: conversations with images -> shards -> training -> export -> eval.
 "$python" - "$work" "$mmmu/jsonl/images" <<'PY' || { echo "FAIL conversations"; failures=$((failures + 1)); }
 import base64, json, os, random, sys

@@ -107,6 +107,11 @@ class Benchmark {
   virtual GenerationRequest request(size_t unit, const UnitContext& context) const;
   virtual Json record(size_t unit, const GenerationRequest& request, const GenerationResult& result,
                       Json fields, const UnitContext& context) const;
+  // Whether a unit whose request() throws retain::Error (a video that does not decode) becomes
+  // a failed record, failed_record(), and the sweep goes on; otherwise the error ends the sweep,
+  // as for data checked at load. A failed record resumes as done: delete it to retry.
+  virtual bool records_failures() const { return false; }
+  virtual Json failed_record(size_t unit, const std::string& error) const;
   // A unit of several dependent generations (a conversation) runs whole, one at a time: such a
   // benchmark overrides run() and says single_generation() false.
   virtual bool single_generation() const { return true; }

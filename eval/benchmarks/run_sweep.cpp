@@ -61,6 +61,10 @@ Json generation_fields(const GenerationResult& r, const KvCache::RowBytes& bytes
                                   : 0.0}};
 }
 
+Json Benchmark::failed_record(size_t /*unit*/, const std::string& error) const {
+  return {{"failed", true}, {"error", error}};
+}
+
 GenerationRequest Benchmark::request(size_t /*unit*/, const UnitContext& /*context*/) const {
   RETAIN_CHECK(false, "eval ", name(), ": a benchmark of single generations must say request()");
   return {};
@@ -251,7 +255,12 @@ bool shares_context(const std::vector<GenerationRequest>& per_budget, int64_t ch
 bool unit_shares_context(const Benchmark& benchmark, size_t unit,
                          const std::vector<UnitContext>& cells) {
   std::vector<GenerationRequest> per_cell;
-  for (const auto& c : cells) per_cell.push_back(checked_request(benchmark, unit, c));
+  try {
+    for (const auto& c : cells) per_cell.push_back(checked_request(benchmark, unit, c));
+  } catch (const Error&) {
+    if (!benchmark.records_failures()) throw;
+    return false;  // it fails in every cell, on its own
+  }
   return cells.size() > 1 && shares_context(per_cell, cells.front().chunk);
 }
 
@@ -260,14 +269,26 @@ bool unit_shares_context(const Benchmark& benchmark, size_t unit,
 std::vector<Json> run_generations(const Benchmark& benchmark, const std::vector<size_t>& units,
                                   const UnitContext& c) {
   std::vector<GenerationRequest> requests;
-  for (size_t unit : units) requests.push_back(checked_request(benchmark, unit, c));
-  // Rows that compress a context first and rows that do not are generated as two batches.
   std::vector<Json> records(units.size());
+  std::vector<bool> failed(units.size(), false);
+  for (size_t k = 0; k < units.size(); ++k) {
+    try {
+      requests.push_back(checked_request(benchmark, units[k], c));
+    } catch (const Error& e) {
+      if (!benchmark.records_failures()) throw;
+      log_warn("eval ", benchmark.name(), ": ", benchmark.unit_key(units[k]).substr(0, 80),
+               " failed: ", e.what());
+      records[k] = benchmark.failed_record(units[k], e.what());
+      failed[k] = true;
+      requests.emplace_back();
+    }
+  }
+  // Rows that compress a context first and rows that do not are generated as two batches.
   for (const bool keep : {false, true}) {
     std::vector<size_t> part;
     std::vector<GenerationRequest> part_requests;
     for (size_t k = 0; k < units.size(); ++k)
-      if ((requests[k].context_tokens > 0) == keep) {
+      if (!failed[k] && (requests[k].context_tokens > 0) == keep) {
         part.push_back(k);
         part_requests.push_back(requests[k]);
       }
@@ -290,7 +311,14 @@ std::vector<std::vector<Json>> run_generations_shared(const Benchmark& benchmark
   std::vector<std::vector<GenerationRequest>> shared_requests;
   for (size_t u = 0; u < units.size(); ++u) {
     std::vector<GenerationRequest> per_cell;
-    for (const auto& c : cells) per_cell.push_back(checked_request(benchmark, units[u], c));
+    try {
+      for (const auto& c : cells) per_cell.push_back(checked_request(benchmark, units[u], c));
+    } catch (const Error& e) {
+      if (!benchmark.records_failures()) throw;
+      // run_generations below records it in every cell.
+      alone.push_back(u);
+      continue;
+    }
     if (cells.size() > 1 && shares_context(per_cell, cells.front().chunk)) {
       shared.push_back(u);
       shared_requests.push_back(std::move(per_cell));

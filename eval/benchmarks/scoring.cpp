@@ -6,8 +6,8 @@ namespace retain {
 
 const std::vector<BenchmarkScoring>& scoring_registry() {
   static const std::vector<BenchmarkScoring> registry = {
-      longbench_scoring(), longbench_v2_scoring(), mmmu_scoring(),
-      mmstar_scoring(),    math_scoring(),         ruler_scoring()};
+      longbench_scoring(), longbench_v2_scoring(), mmmu_scoring(),    mmstar_scoring(),
+      math_scoring(),      ruler_scoring(),        videomme_scoring()};
   return registry;
 }
 

@@ -53,6 +53,7 @@ BenchmarkScoring mmmu_scoring();
 BenchmarkScoring mmstar_scoring();
 BenchmarkScoring math_scoring();
 BenchmarkScoring ruler_scoring();
+BenchmarkScoring videomme_scoring();
 
 // A panel for each numeric metric of the first row whose name `panel` accepts (after the
 // headline panel already in `plot`).

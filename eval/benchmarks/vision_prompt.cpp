@@ -30,6 +30,7 @@ VisionPromptBuilder::VisionPromptBuilder(const EvalModel& m, const std::string& 
   RETAIN_CHECK(use_chat || !chat.system, "--system needs the chat template (drop --no-chat)");
   if (use_chat) chat_ = load_chat_template(model_dir, chat.chat_template);
   processor_ = ImageProcessorConfig::load(model_dir);
+  processor_family_ = m.model->config().multimodal->vision.family;
   if (max_pixels > 0) {
     RETAIN_CHECK(max_pixels >= processor_.min_pixels, command, ": --max-pixels ", max_pixels,
                  " is below the processor's min_pixels ", processor_.min_pixels);
@@ -39,8 +40,8 @@ VisionPromptBuilder::VisionPromptBuilder(const EvalModel& m, const std::string& 
 
 GenerationRequest VisionPromptBuilder::request(const std::string& text,
                                                const std::vector<at::Tensor>& images,
-                                               const UnitContext& context,
-                                               int64_t max_new_tokens) const {
+                                               const UnitContext& context, int64_t max_new_tokens,
+                                               const std::vector<ProcessedVideo>& videos) const {
   const Tokenizer& tokenizer = context.tokenizer;
   std::vector<ProcessedImage> processed;
   for (const auto& rgb : images) processed.push_back(preprocess_image(rgb, processor_));
@@ -55,15 +56,27 @@ GenerationRequest VisionPromptBuilder::request(const std::string& text,
   } else {
     ids = tokenizer.encode_prompt(text);
   }
-  auto prompt =
-      std::make_shared<MultimodalPrompt>(prepare_multimodal_prompt(context.model, ids, processed));
+  auto prompt = std::make_shared<MultimodalPrompt>(
+      prepare_multimodal_prompt(context.model, ids, processed, videos, &tokenizer));
   GenerationRequest r;
   if (images_only_budget_)
-    r.budget_extra = static_cast<int64_t>(prompt->ids.size()) - prompt->image_tokens;
+    r.budget_extra =
+        static_cast<int64_t>(prompt->ids.size()) - prompt->image_tokens - prompt->video_tokens;
   r.prompt = prompt->ids;
   r.multimodal = std::move(prompt);
   r.max_new_tokens = max_new_tokens;
   return r;
+}
+
+void VisionPromptBuilder::use_videos(const std::string& model_dir, const VideoOptions& options) {
+  video_options_ = options;
+  video_processor_ =
+      apply_video_options(VideoProcessorConfig::load(model_dir, processor_family_), options);
+}
+
+ProcessedVideo VisionPromptBuilder::video(const std::string& path) const {
+  RETAIN_CHECK(video_processor_.has_value(), "VisionPromptBuilder: use_videos() first");
+  return preprocess_video(path, *video_processor_, video_options_);
 }
 
 PlotSpec accuracy_plot(const std::string& title, const std::vector<std::string>& groups) {
@@ -80,20 +93,34 @@ std::vector<std::string> accuracy_columns(const std::vector<std::string>& groups
 }
 
 Json VisionPromptBuilder::config() const {
-  return {{"chat", chat_.has_value()},
-          {"min_pixels", processor_.min_pixels},
-          {"max_pixels", processor_.max_pixels},
-          {"budget_scope", images_only_budget_ ? "images" : "all"}};
+  Json j = {{"chat", chat_.has_value()},
+            {"min_pixels", processor_.min_pixels},
+            {"max_pixels", processor_.max_pixels},
+            {"budget_scope", images_only_budget_ ? "images" : "all"}};
+  if (video_processor_) {
+    const VideoProcessorConfig& v = *video_processor_;
+    j["video"] = {{"sample_frames", v.do_sample_frames}, {"fps", v.fps ? Json(*v.fps) : Json()},
+                  {"min_frames", v.min_frames},          {"max_frames", v.max_frames},
+                  {"min_pixels", v.min_pixels},          {"max_pixels", v.max_pixels}};
+  }
+  return j;
 }
 
 Json vision_record_means(const std::vector<Json>& records) {
-  double peak = 0, image_tokens = 0;
+  double peak = 0, image_tokens = 0, video_tokens = 0;
+  bool videos = false;
   for (const auto& r : records) {
     peak += r.at("peak_kv_bytes").get<double>();
     image_tokens += r.at("image_tokens").get<double>();
+    if (r.contains("video_tokens")) {
+      videos = true;
+      video_tokens += r.at("video_tokens").get<double>();
+    }
   }
   const double n = records.empty() ? 1.0 : static_cast<double>(records.size());
-  return {{"peak_kv_bytes", peak / n}, {"image_tokens", image_tokens / n}};
+  Json means = {{"peak_kv_bytes", peak / n}, {"image_tokens", image_tokens / n}};
+  if (videos) means["video_tokens"] = video_tokens / n;
+  return means;
 }
 
 }  // namespace retain

@@ -103,6 +103,7 @@ class Demuxer {
 
   AVStream* stream() const { return fmt_->streams[stream_]; }
   AVCodecContext* decoder() const { return ctx_; }
+  const AVFormatContext* format() const { return fmt_; }
 
   // The next packet of the video stream, or false at the end of the file. A read error other
   // than the end is the file's fault and is reported.
@@ -278,6 +279,17 @@ struct VideoReader::Impl {
     const bool turned = info.rotation == 90 || info.rotation == 270;
     info.width = turned ? stored_height : stored_width;
     info.height = turned ? stored_width : stored_height;
+    // OpenCV's get_fps, get_total_frames and get_duration_sec (cap_ffmpeg_impl.hpp).
+    const AVRational rate =
+        stream->avg_frame_rate.num > 0 ? stream->avg_frame_rate : stream->r_frame_rate;
+    info.container_fps = rate.num > 0 && rate.den > 0 ? av_q2d(rate) : 0;
+    info.container_frames = stream->nb_frames;
+    if (info.container_frames <= 0) {
+      double seconds = static_cast<double>(demuxer->format()->duration) / AV_TIME_BASE;
+      if (seconds < 1e-6 && stream->duration != AV_NOPTS_VALUE)
+        seconds = static_cast<double>(stream->duration) * av_q2d(stream->time_base);
+      info.container_frames = static_cast<int64_t>(std::floor(seconds * info.container_fps + 0.5));
+    }
     int64_t begin = std::numeric_limits<int64_t>::max(), end = std::numeric_limits<int64_t>::min();
     while (demuxer->next_packet()) {
       const AVPacket* p = demuxer->packet();
@@ -405,9 +417,13 @@ void VideoReader::read_frames(const std::vector<int64_t>& indices,
   };
   try {
     while (next < indices.size() && demuxer->next_packet()) {
-      const int rc = avcodec_send_packet(decoder, demuxer->packet());
-      RETAIN_CHECK(rc >= 0 || rc == AVERROR(EAGAIN), d.where, ": cannot decode frame ", index, " (",
-                   av_error(rc), ")");
+      int rc = avcodec_send_packet(decoder, demuxer->packet());
+      if (rc == AVERROR(EAGAIN)) {  // the decoder is full: take its frames, then send again
+        drain();
+        if (next == indices.size()) break;
+        rc = avcodec_send_packet(decoder, demuxer->packet());
+      }
+      RETAIN_CHECK(rc >= 0, d.where, ": cannot decode frame ", index, " (", av_error(rc), ")");
       drain();
     }
     if (next < indices.size()) {

@@ -33,6 +33,11 @@ struct VideoInfo {
   int64_t width = 0, height = 0;  // as displayed (after the rotation)
   int rotation = 0;               // degrees turned clockwise to display: 0, 90, 180 or 270
   std::string codec;              // FFmpeg's decoder name, e.g. "h264", "vp9", "ffv1"
+  // The container's own figures, as OpenCV's FFmpeg backend reports them (CAP_PROP_FPS: the
+  // stream's average frame rate; CAP_PROP_FRAME_COUNT: the header's frame count, else
+  // round(duration x fps)): what lmms-eval's Video-MME aligns subtitles with.
+  double container_fps = 0;
+  int64_t container_frames = 0;
 };
 
 // A clip has at most this many frames (about 5 hours at 60 fps): a count above it is a corrupt
