@@ -104,6 +104,8 @@ void register_bench_vision(CLI::App* bench, Commands& commands) {
       "vision", "vision-language models: preprocessing, vision tower and prefill with an image");
   add_bench_model_flags(cmd, o->model);
   cmd->add_option("--size", o->sizes, "image size WxH (repeatable)")->capture_default_str();
+  // A clip instead of the sizes: --video and the video processor's flags.
+  add_video_flags(cmd, o->videos, o->video);
   cmd->add_option("--text-tokens", o->text_tokens, "text tokens around the image")
       ->check(kNonNegative)
       ->capture_default_str();

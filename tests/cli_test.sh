@@ -464,6 +464,9 @@ for arch in qwen2_5_vl qwen3_vl; do
   # Video placeholders (id 8): 2 temporal groups of at least 2x2 merged patches each.
   [ "$(tr ',' '\n' < "$work/out.txt" | grep -cx 8)" -ge 8 ] || { echo "FAIL tokenize --video $arch: $(cat "$work/out.txt")"; failures=$((failures + 1)); }
   check "tokenize-frames-$arch" "$retain" tokenize --model "$vl" --text "<video>x" --video "$work/frames" --ids
+  check "bench-vision-video-$arch" "$retain" bench vision --model "$vl" --video "$work/clip.mp4" --fps 2 \
+    --repeat 1 --dtype fp32 --json
+  grep -q '"vision_frames_per_s"' "$work/out.txt" || { echo "FAIL bench vision --video $arch: $(cat "$work/out.txt")"; failures=$((failures + 1)); }
   check_error "video-markers-$arch" "2 <video> marker(s) but 1 video(s)" \
     "$retain" generate --model "$vl" --video "$work/clip.mp4" --prompt "<video> and <video>" --max-new-tokens 1
   check_error "video-missing-$arch" "nothing.mp4: cannot open the video file" \

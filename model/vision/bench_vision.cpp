@@ -11,8 +11,10 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "model/generate.h"
+#include "model/tokenizers/tokenizer.h"
 #include "model/vision/image_processor.h"
 #include "model/vision/multimodal_prompt.h"
+#include "model/vision/video_processor.h"
 #include "model/vision/vision_tower.h"
 
 namespace retain {
@@ -43,6 +45,91 @@ double best_seconds(int repeat, F&& run) {
   return best;
 }
 
+// The prompt text, <|vision_start|> PLACEHOLDER <|vision_end|>, more text: ids drawn below the
+// multimodal token ids' range.
+std::vector<int64_t> vision_prompt_ids(const ModelConfig& c, int64_t placeholder,
+                                       int64_t text_tokens, at::Generator& generator) {
+  std::vector<int64_t> ids;
+  const int64_t vocab = std::min<int64_t>(c.vocab_size, c.multimodal->vision_start_token_id);
+  auto text = at::randint(0, std::max<int64_t>(vocab, 1), {text_tokens}, generator, at::kLong);
+  for (int64_t i = 0; i < text_tokens / 2; ++i) ids.push_back(text[i].item<int64_t>());
+  ids.push_back(c.multimodal->vision_start_token_id);
+  ids.push_back(placeholder);
+  ids.push_back(c.multimodal->vision_end_token_id);
+  for (int64_t i = text_tokens / 2; i < text_tokens; ++i) ids.push_back(text[i].item<int64_t>());
+  return ids;
+}
+
+int bench_videos(const BenchVisionOptions& o, const Decoder& model, at::Generator& generator) {
+  const ModelConfig& c = model.config();
+  RETAIN_CHECK(!o.model.model_dir.empty(),
+               "bench vision: --video needs --model DIR (its video processor settings)");
+  const VideoProcessorConfig processor = apply_video_options(
+      VideoProcessorConfig::load(o.model.model_dir, c.multimodal->vision.family), o.video);
+  // Qwen3-VL's timestamps are text: the tokenizer writes them.
+  const auto tokenizer = load_tokenizer(o.model.model_dir);
+  Json rows = Json::array();
+  for (const auto& path : o.videos) {
+    ProcessedVideo video;
+    const double preprocess =
+        best_seconds(o.repeat, [&] { video = preprocess_video(path, processor, o.video); });
+    const auto frames = static_cast<double>(video.frame_indices.size());
+    const double vision = best_seconds(o.repeat, [&] {
+      model.vision()->forward(video.pixel_values, {video.grid});
+      if (model.device().is_cuda())
+        at::zeros({1}, at::TensorOptions().device(model.device())).item();
+    });
+    const auto ids = vision_prompt_ids(c, c.multimodal->video_token_id, o.text_tokens, generator);
+    SamplingOptions sampling;
+    sampling.max_new_tokens = 1;
+    double decoder = 0;
+    int64_t prompt_tokens = 0, video_tokens = 0;
+    const double end_to_end = best_seconds(o.repeat, [&] {
+      auto p = std::make_shared<MultimodalPrompt>(
+          prepare_multimodal_prompt(model, ids, {}, {video}, tokenizer.get()));
+      prompt_tokens = static_cast<int64_t>(p->ids.size());
+      video_tokens = p->video_tokens;
+      RowOptions r;
+      r.multimodal = p;
+      FullKvCache cache(c.num_layers);
+      decoder = generate_batch(model, {p->ids}, cache, sampling, {r})[0].prefill_seconds;
+    });
+    rows.push_back({{"video", path},
+                    {"frames", video.frame_indices.size()},
+                    {"of_frames", video.total_frames},
+                    {"grid", {video.grid.t, video.grid.h, video.grid.w}},
+                    {"resized", str_cat(video.resized_width, "x", video.resized_height)},
+                    {"video_tokens", video_tokens},
+                    {"prompt_tokens", prompt_tokens},
+                    {"preprocess_ms", preprocess * 1e3},
+                    {"preprocess_frames_per_s", frames / preprocess},
+                    {"vision_ms", vision * 1e3},
+                    {"vision_frames_per_s", frames / vision},
+                    {"prefill_tokens_per_s", static_cast<double>(prompt_tokens) / decoder},
+                    {"end_to_end_tokens_per_s",
+                     static_cast<double>(prompt_tokens) / (end_to_end + preprocess)}});
+  }
+  if (o.json) {
+    std::cout << Json{{"model", o.model.describe()}, {"rows", rows}}.dump() << std::endl;
+    return 0;
+  }
+  std::printf("%-24s %9s %9s %7s %12s %12s %16s %16s\n", "video", "frames", "resized", "vid tok",
+              "read fr/s", "tower fr/s", "prefill tok/s", "with vision tok/s");
+  for (const auto& r : rows) {
+    std::string name = fs::path(r["video"].get<std::string>()).filename().string();
+    std::printf("%-24s %9s %9s %7ld %12.1f %12.1f %16.0f %16.0f\n", name.substr(0, 24).c_str(),
+                str_cat(r["frames"].get<int64_t>(), "/", r["of_frames"].get<int64_t>()).c_str(),
+                r["resized"].get<std::string>().c_str(), r["video_tokens"].get<int64_t>(),
+                r["preprocess_frames_per_s"].get<double>(), r["vision_frames_per_s"].get<double>(),
+                r["prefill_tokens_per_s"].get<double>(),
+                r["end_to_end_tokens_per_s"].get<double>());
+  }
+  std::printf(
+      "read: decoding, sampling and preprocessing the sampled frames; tower: the vision tower on "
+      "them; with vision: read + tower + decoder\n");
+  return 0;
+}
+
 }  // namespace
 
 int run_bench_vision_command(const BenchVisionOptions& o) {
@@ -60,6 +147,7 @@ int run_bench_vision_command(const BenchVisionOptions& o) {
            c10::toString(model->dtype()), " on ", model->device().str(), ", ",
            at::get_num_threads(), " threads; best of ", o.repeat, " after a warm-up");
   auto generator = at::make_generator<at::CPUGeneratorImpl>(o.model.seed);
+  if (!o.videos.empty()) return bench_videos(o, *model, generator);
   Json rows = Json::array();
   for (const auto& size : o.sizes) {
     auto [w, h] = parse_size(size);
