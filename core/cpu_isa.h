@@ -17,6 +17,11 @@
 // the demo's gate step 3.38 -> 2.66 steps/s, SmolLM2-135M fp32 decode 21.6 -> 13.7 tokens/s. So
 // `retain train` runs portable by default (weights a user must be able to reproduce) and every
 // other command native (speed; the demo's sweep predicted the same 1,224 answers either way).
+// MKL keeps strict CNR's thread-count promise on Intel processors only: on an AMD EPYC (Zen 4,
+// 2026-12-02) MKL at AVX2 strict trained another gate file on 2 threads than on 1 (weights
+// 1.5e-6 apart), and the same with MKL on one thread. So on a non-Intel CPU portable numerics
+// also run MKL on one thread (MKL_NUM_THREADS=1; ATen's own kernels keep their threads): the
+// demo's gate step there 3,696 -> 2,538 tokens/s.
 #pragma once
 
 #include <string>

@@ -66,11 +66,29 @@ TEST(BatchGeneration, PromptsOfDifferentLengthsEqualEachAlone) {
         if (!p.budgeted()) continue;
         const auto& in_batch = dynamic_cast<const BudgetedKvCache&>(*batch_cache);
         const auto& by_itself = dynamic_cast<const BudgetedKvCache&>(*alone_cache);
+        // knorm at layer 0: a key there is the token's projection rotated, so a token the
+        // greedy decode repeats has its earlier copy's norm exactly, and rounding (a batched
+        // product against one row's, which AVX-512 machines round differently even under
+        // portable numerics, e.g. an AMD EPYC Zen 4) decides which copy survives: the kept
+        // tokens must agree, the positions of repeated ones may swap.
+        std::vector<int64_t> sequence = prompts[i];
+        sequence.insert(sequence.end(), batch[i].tokens.begin(), batch[i].tokens.end());
+        auto tokens_at = [&](const std::vector<int64_t>& positions) {
+          std::vector<int64_t> ids;
+          for (int64_t pos : positions) ids.push_back(sequence.at(static_cast<size_t>(pos)));
+          std::sort(ids.begin(), ids.end());
+          return ids;
+        };
         for (int64_t l = 0; l < c.num_layers; ++l)
-          for (int64_t h = 0; h < c.num_kv_heads; ++h)
-            EXPECT_EQ(in_batch.live_positions(l, static_cast<int64_t>(i), h),
-                      by_itself.live_positions(l, 0, h))
-                << "layer " << l << " row " << i << " head " << h;
+          for (int64_t h = 0; h < c.num_kv_heads; ++h) {
+            const auto got = in_batch.live_positions(l, static_cast<int64_t>(i), h);
+            const auto want = by_itself.live_positions(l, 0, h);
+            if (p.name() == "knorm" && l == 0 && got != want)
+              EXPECT_EQ(tokens_at(got), tokens_at(want))
+                  << "layer 0 row " << i << " head " << h << ": positions of other tokens";
+            else
+              EXPECT_EQ(got, want) << "layer " << l << " row " << i << " head " << h;
+          }
       }
     }
 }

@@ -52,8 +52,11 @@ for gates in dbtrimkv trimkv; do
   if [ "$gates" = dbtrimkv ]; then
     train one-thread OMP_NUM_THREADS=1
     same one-thread "on 1 thread"
+    # On a non-Intel CPU portable numerics also run MKL on one thread (core/cpu_isa.h).
+    mkl_threads=()
+    grep -q GenuineIntel /proc/cpuinfo || mkl_threads=(MKL_NUM_THREADS=1)
     train variables-set-before-start RETAIN_CPU_NUMERICS=native MKL_CBWR=AVX2,STRICT \
-      ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2
+      ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 "${mkl_threads[@]}"
     same variables-set-before-start "with the variables set before retain starts"
   fi
 done
