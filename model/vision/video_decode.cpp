@@ -288,7 +288,11 @@ struct VideoReader::Impl {
       double seconds = static_cast<double>(demuxer->format()->duration) / AV_TIME_BASE;
       if (seconds < 1e-6 && stream->duration != AV_NOPTS_VALUE)
         seconds = static_cast<double>(stream->duration) * av_q2d(stream->time_base);
-      info.container_frames = static_cast<int64_t>(std::floor(seconds * info.container_fps + 0.5));
+      // A damaged header can claim any duration: a count outside [0, 2^53) is no count.
+      const double frames = std::floor(seconds * info.container_fps + 0.5);
+      info.container_frames = std::isfinite(frames) && frames >= 0 && frames < 9007199254740992.0
+                                  ? static_cast<int64_t>(frames)
+                                  : 0;
     }
     int64_t begin = std::numeric_limits<int64_t>::max(), end = std::numeric_limits<int64_t>::min();
     while (demuxer->next_packet()) {
@@ -298,10 +302,16 @@ struct VideoReader::Impl {
       const int64_t ts = p->pts != AV_NOPTS_VALUE ? p->pts : p->dts;
       if (ts == AV_NOPTS_VALUE) continue;
       begin = std::min(begin, ts);
-      end = std::max(end, ts + std::max<int64_t>(p->duration, 0));
+      // A damaged file's timestamps can sit at int64's ends: the sum saturates, never overflows.
+      int64_t last = ts;
+      if (__builtin_add_overflow(ts, std::max<int64_t>(p->duration, 0), &last))
+        last = std::numeric_limits<int64_t>::max();
+      end = std::max(end, last);
     }
     RETAIN_CHECK(info.frames > 0, where, ": the video stream holds no frames (a zero-length clip)");
-    if (end > begin) info.duration = static_cast<double>(end - begin) * av_q2d(stream->time_base);
+    if (end > begin)
+      info.duration =
+          (static_cast<double>(end) - static_cast<double>(begin)) * av_q2d(stream->time_base);
     if (info.duration > 0) {
       info.fps = static_cast<double>(info.frames) / info.duration;
     } else if (stream->avg_frame_rate.num > 0 && stream->avg_frame_rate.den > 0) {
