@@ -240,12 +240,11 @@ class VideoMme final : public Benchmark {
 
   GenerationRequest request(size_t i, const UnitContext& c) const override {
     const VideoMmeQuestion& q = questions_[i];
-    const fs::path video = video_file(q);
-    std::string subtitle;
-    if (o_.subtitles) subtitle = subtitle_text(q, video);
+    const auto video = processed(video_file(q));
+    const std::string subtitle = o_.subtitles ? subtitle_text(q, *video) : "";
     return vision_->request(
         std::string(kQwenVideoBlock) + videomme_prompt_text(q, format_, o_.subtitles, subtitle), {},
-        c, o_.max_new_tokens, {*processed(video)});
+        c, o_.max_new_tokens, {*video});
   }
 
   Json record(size_t i, const GenerationRequest& request, const GenerationResult& g, Json fields,
@@ -321,13 +320,12 @@ class VideoMme final : public Benchmark {
     return cached_;
   }
 
-  std::string subtitle_text(const VideoMmeQuestion& q, const fs::path& video) const {
+  // The clip's figures come from its preprocessing (no second pass over the file).
+  std::string subtitle_text(const VideoMmeQuestion& q, const ProcessedVideo& video) const {
     const fs::path srt = root_ / "subtitle" / (q.video_id + ".srt");
     if (!fs::exists(srt)) return "No subtitles available";
-    const auto blocks = parse_srt(read_text_file(srt), srt.string());
-    VideoReader reader = VideoReader::open_file(video.string());
-    return videomme_subtitle_text(blocks, reader.info().container_fps,
-                                  reader.info().container_frames, frame_num_);
+    return videomme_subtitle_text(parse_srt(read_text_file(srt), srt.string()), video.container_fps,
+                                  video.container_frames, frame_num_);
   }
 
   VideoMmeOptions o_;

@@ -9,6 +9,44 @@
 
 namespace retain {
 
+void PatchProcessorConfig::read(const Json& j, const std::string& where, bool legacy_pixel_keys) {
+  RETAIN_CHECK(j.is_object(), where, ": expected an object");
+  if (j.contains("size") && j["size"].is_object()) {
+    const Json& size = j["size"];
+    min_pixels = json_get_optional<int64_t>(size, "shortest_edge", where).value_or(min_pixels);
+    max_pixels = json_get_optional<int64_t>(size, "longest_edge", where).value_or(max_pixels);
+  }
+  if (legacy_pixel_keys) {
+    min_pixels = json_get_optional<int64_t>(j, "min_pixels", where).value_or(min_pixels);
+    max_pixels = json_get_optional<int64_t>(j, "max_pixels", where).value_or(max_pixels);
+  }
+  patch_size = json_get_optional<int64_t>(j, "patch_size", where).value_or(patch_size);
+  temporal_patch_size =
+      json_get_optional<int64_t>(j, "temporal_patch_size", where).value_or(temporal_patch_size);
+  merge_size = json_get_optional<int64_t>(j, "merge_size", where).value_or(merge_size);
+  if (auto m = json_get_optional<std::vector<double>>(j, "image_mean", where)) {
+    RETAIN_CHECK(m->size() == 3, where, ": image_mean must have 3 entries");
+    std::copy(m->begin(), m->end(), mean.begin());
+  }
+  if (auto s = json_get_optional<std::vector<double>>(j, "image_std", where)) {
+    RETAIN_CHECK(s->size() == 3, where, ": image_std must have 3 entries");
+    std::copy(s->begin(), s->end(), std.begin());
+  }
+  rescale_factor = json_get_optional<double>(j, "rescale_factor", where).value_or(rescale_factor);
+  for (const char* key : {"do_resize", "do_rescale", "do_normalize", "do_convert_rgb"})
+    RETAIN_CHECK(json_get_optional<bool>(j, key, where).value_or(true), where, ": ", key,
+                 " = false is not supported");
+  RETAIN_CHECK(!json_get_optional<bool>(j, "do_center_crop", where).value_or(false), where,
+               ": do_center_crop = true is not supported");
+  if (auto resample = json_get_optional<int64_t>(j, "resample", where))
+    RETAIN_CHECK(*resample == 3, where, ": resample ", *resample,
+                 " is not supported (only 3, bicubic)");
+  RETAIN_CHECK(min_pixels > 0 && max_pixels >= min_pixels, where,
+               ": expected 0 < min_pixels <= max_pixels, found ", min_pixels, " and ", max_pixels);
+  RETAIN_CHECK(patch_size > 0 && temporal_patch_size > 0 && merge_size > 0, where,
+               ": patch_size, temporal_patch_size and merge_size must be positive");
+}
+
 ImageProcessorConfig ImageProcessorConfig::load(const fs::path& model_dir) {
   const fs::path path = model_dir / "preprocessor_config.json";
   RETAIN_CHECK(fs::exists(path), model_dir.string(),
@@ -17,39 +55,7 @@ ImageProcessorConfig ImageProcessorConfig::load(const fs::path& model_dir) {
   const std::string where = path.string();
   return with_json_errors(where, [&] {
     ImageProcessorConfig c;
-    // transformers 5 writes size {shortest_edge: min_pixels, longest_edge: max_pixels}; older
-    // files carry min_pixels / max_pixels, which win when present (as in transformers).
-    if (j.contains("size") && j["size"].is_object()) {
-      const Json& size = j["size"];
-      c.min_pixels =
-          json_get_optional<int64_t>(size, "shortest_edge", where).value_or(c.min_pixels);
-      c.max_pixels = json_get_optional<int64_t>(size, "longest_edge", where).value_or(c.max_pixels);
-    }
-    c.min_pixels = json_get_optional<int64_t>(j, "min_pixels", where).value_or(c.min_pixels);
-    c.max_pixels = json_get_optional<int64_t>(j, "max_pixels", where).value_or(c.max_pixels);
-    c.patch_size = json_get_optional<int64_t>(j, "patch_size", where).value_or(c.patch_size);
-    c.temporal_patch_size =
-        json_get_optional<int64_t>(j, "temporal_patch_size", where).value_or(c.temporal_patch_size);
-    c.merge_size = json_get_optional<int64_t>(j, "merge_size", where).value_or(c.merge_size);
-    if (auto m = json_get_optional<std::vector<double>>(j, "image_mean", where)) {
-      RETAIN_CHECK(m->size() == 3, where, ": image_mean must have 3 entries");
-      std::copy(m->begin(), m->end(), c.mean.begin());
-    }
-    if (auto s = json_get_optional<std::vector<double>>(j, "image_std", where)) {
-      RETAIN_CHECK(s->size() == 3, where, ": image_std must have 3 entries");
-      std::copy(s->begin(), s->end(), c.std.begin());
-    }
-    c.rescale_factor =
-        json_get_optional<double>(j, "rescale_factor", where).value_or(c.rescale_factor);
-    for (const char* key : {"do_resize", "do_rescale", "do_normalize", "do_convert_rgb"})
-      RETAIN_CHECK(json_get_optional<bool>(j, key, where).value_or(true), where, ": ", key,
-                   " = false is not supported");
-    if (auto resample = json_get_optional<int64_t>(j, "resample", where))
-      RETAIN_CHECK(*resample == 3, where, ": resample ", *resample,
-                   " is not supported (only 3, bicubic)");
-    RETAIN_CHECK(c.min_pixels > 0 && c.max_pixels >= c.min_pixels, where,
-                 ": expected 0 < min_pixels <= max_pixels, found ", c.min_pixels, " and ",
-                 c.max_pixels);
+    c.read(j, where, /*legacy_pixel_keys=*/true);
     return c;
   });
 }

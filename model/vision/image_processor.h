@@ -12,14 +12,17 @@
 #include <string>
 
 #include "core/fs.h"
+#include "core/json.h"
 #include "model/model_config.h"
 #include "model/vision/mrope.h"
 
 namespace retain {
 
-struct ImageProcessorConfig {
-  int64_t min_pixels = 56 * 56;
-  int64_t max_pixels = 28 * 28 * 1280;
+// What the image and the video processors of Qwen's families share: the pixel budget, the patch
+// layout and the normalisation.
+struct PatchProcessorConfig {
+  int64_t min_pixels = 56 * 56;         // size.shortest_edge
+  int64_t max_pixels = 28 * 28 * 1280;  // size.longest_edge
   int64_t patch_size = 14;
   int64_t temporal_patch_size = 2;
   int64_t merge_size = 2;
@@ -27,6 +30,15 @@ struct ImageProcessorConfig {
   std::array<double, 3> std{0.26862954, 0.26130258, 0.27577711};
   double rescale_factor = 1.0 / 255.0;
 
+  // Reads those keys of a processor's JSON (`where` names it) over the current values and refuses
+  // what changes the computation unsupported (do_* = false, a resample other than bicubic, a
+  // centre crop). transformers 5 writes size {shortest_edge, longest_edge}; older files carry
+  // min_pixels / max_pixels, which win when present, where `legacy_pixel_keys` (the image
+  // processor, and Qwen2VLVideoProcessor, which maps them onto size).
+  void read(const Json& j, const std::string& where, bool legacy_pixel_keys);
+};
+
+struct ImageProcessorConfig : PatchProcessorConfig {
   // preprocessor_config.json of a model directory (transformers' defaults for absent keys).
   static ImageProcessorConfig load(const fs::path& model_dir);
   // The released models' settings for a config without a directory (init-model presets):

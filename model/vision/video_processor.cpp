@@ -16,6 +16,8 @@ namespace {
 VideoProcessorConfig family_defaults(VisionFamily family) {
   VideoProcessorConfig c;
   c.family = family;
+  c.min_pixels = 128 * 28 * 28;  // Qwen2VLVideoProcessor's size
+  c.max_pixels = 28 * 28 * 768;
   if (family == VisionFamily::kQwen3) {
     c.min_pixels = 128 * 32 * 32;
     c.max_pixels = 32 * 32 * 768;
@@ -105,33 +107,9 @@ VideoProcessorConfig VideoProcessorConfig::load(const fs::path& model_dir, Visio
   auto [j, where] = video_processor_json(model_dir);
   return with_json_errors(where, [&, &j = j, &where = where] {
     VideoProcessorConfig c = family_defaults(family);
-    RETAIN_CHECK(j.is_object(), where, ": expected an object");
-    if (j.contains("size") && j["size"].is_object()) {
-      const Json& size = j["size"];
-      c.min_pixels =
-          json_get_optional<int64_t>(size, "shortest_edge", where).value_or(c.min_pixels);
-      c.max_pixels = json_get_optional<int64_t>(size, "longest_edge", where).value_or(c.max_pixels);
-    }
     // Qwen2VLVideoProcessor maps min_pixels / max_pixels onto size (an image processor's file
     // read as the video processor's, transformers' last fallback, carries them).
-    if (family == VisionFamily::kQwen2_5) {
-      c.min_pixels = json_get_optional<int64_t>(j, "min_pixels", where).value_or(c.min_pixels);
-      c.max_pixels = json_get_optional<int64_t>(j, "max_pixels", where).value_or(c.max_pixels);
-    }
-    c.patch_size = json_get_optional<int64_t>(j, "patch_size", where).value_or(c.patch_size);
-    c.temporal_patch_size =
-        json_get_optional<int64_t>(j, "temporal_patch_size", where).value_or(c.temporal_patch_size);
-    c.merge_size = json_get_optional<int64_t>(j, "merge_size", where).value_or(c.merge_size);
-    if (auto m = json_get_optional<std::vector<double>>(j, "image_mean", where)) {
-      RETAIN_CHECK(m->size() == 3, where, ": image_mean must have 3 entries");
-      std::copy(m->begin(), m->end(), c.mean.begin());
-    }
-    if (auto s = json_get_optional<std::vector<double>>(j, "image_std", where)) {
-      RETAIN_CHECK(s->size() == 3, where, ": image_std must have 3 entries");
-      std::copy(s->begin(), s->end(), c.std.begin());
-    }
-    c.rescale_factor =
-        json_get_optional<double>(j, "rescale_factor", where).value_or(c.rescale_factor);
+    c.read(j, where, /*legacy_pixel_keys=*/family == VisionFamily::kQwen2_5);
     c.do_sample_frames =
         json_get_optional<bool>(j, "do_sample_frames", where).value_or(c.do_sample_frames);
     if (j.contains("fps"))
@@ -146,19 +124,6 @@ VideoProcessorConfig VideoProcessorConfig::load(const fs::path& model_dir, Visio
       c.cap_pixels_per_frame = j["cap_pixels_per_frame"].get<bool>();
     c.max_video_tokens =
         json_get_optional<int64_t>(j, "max_video_tokens", where).value_or(c.max_video_tokens);
-    for (const char* key : {"do_resize", "do_rescale", "do_normalize", "do_convert_rgb"})
-      RETAIN_CHECK(json_get_optional<bool>(j, key, where).value_or(true), where, ": ", key,
-                   " = false is not supported");
-    RETAIN_CHECK(!json_get_optional<bool>(j, "do_center_crop", where).value_or(false), where,
-                 ": do_center_crop = true is not supported");
-    if (auto resample = json_get_optional<int64_t>(j, "resample", where))
-      RETAIN_CHECK(*resample == 3, where, ": resample ", *resample,
-                   " is not supported (only 3, bicubic)");
-    RETAIN_CHECK(c.min_pixels > 0 && c.max_pixels >= c.min_pixels, where,
-                 ": expected 0 < size.shortest_edge <= size.longest_edge, found ", c.min_pixels,
-                 " and ", c.max_pixels);
-    RETAIN_CHECK(c.patch_size > 0 && c.temporal_patch_size > 0 && c.merge_size > 0, where,
-                 ": patch_size, temporal_patch_size and merge_size must be positive");
     RETAIN_CHECK(c.min_frames >= 1 && c.max_frames >= c.min_frames, where,
                  ": expected 1 <= min_frames <= max_frames, found ", c.min_frames, " and ",
                  c.max_frames);
@@ -332,6 +297,8 @@ ProcessedVideo preprocess_video(const std::string& path, const VideoProcessorCon
     const VideoInfo& info = reader.info();
     out.total_frames = info.frames;
     out.fps = info.fps;
+    out.container_fps = info.container_fps;
+    out.container_frames = info.container_frames;
     out.frame_indices = sample_video_frames(c, info.frames, info.fps, path);
     std::tie(out.resized_height, out.resized_width) = video_resize(
         c, static_cast<int64_t>(out.frame_indices.size()), info.height, info.width, path);

@@ -15,23 +15,17 @@
 #include <vector>
 
 #include "core/fs.h"
+#include "model/vision/image_processor.h"
 #include "model/vision/mrope.h"
 #include "model/vision/video_options.h"
 #include "model/vision/vision_config.h"
 
 namespace retain {
 
-struct VideoProcessorConfig {
+struct VideoProcessorConfig : PatchProcessorConfig {
   VisionFamily family = VisionFamily::kQwen2_5;
-  int64_t min_pixels = 128 * 28 * 28;  // size.shortest_edge
-  int64_t max_pixels =
-      28 * 28 * 768;  // size.longest_edge: per frame (Qwen2.5-VL), per clip (Qwen3-VL)
-  int64_t patch_size = 14;
-  int64_t temporal_patch_size = 2;
-  int64_t merge_size = 2;
-  std::array<double, 3> mean{0.48145466, 0.4578275, 0.40821073};
-  std::array<double, 3> std{0.26862954, 0.26130258, 0.27577711};
-  double rescale_factor = 1.0 / 255.0;
+  // min_pixels / max_pixels are size.shortest_edge / longest_edge: per frame (Qwen2.5-VL), per
+  // clip (Qwen3-VL).
   bool do_sample_frames = false;  // Qwen2VLVideoProcessor's default; Qwen3-VL's is true
   std::optional<double> fps;      // frames sampled per second (Qwen3-VL: 2)
   std::optional<int64_t> num_frames;
@@ -54,6 +48,9 @@ struct ProcessedVideo {
   std::vector<int64_t> frame_indices;  // the frames sampled, before the last one is repeated
   int64_t total_frames = 0;
   double fps = 0;  // the clip's own rate (metadata), or --frames-fps for images
+  // The container's fps and frame count as OpenCV reports them (VideoInfo; 0 for images).
+  double container_fps = 0;
+  int64_t container_frames = 0;
   int64_t resized_height = 0, resized_width = 0;
   int64_t temporal_patch_size = 2;
   std::string where;  // the file, for messages
