@@ -14,7 +14,7 @@ Json math_conversation(const Json& row, const std::string& instruction, const st
                  ": 'messages' should be a non-empty list of {role, content}");
     bool answered = false;
     for (const auto& m : row["messages"])
-      answered |= m.is_object() && m.value("role", "") == "assistant";
+      answered |= m.is_object() && m.contains("role") && m["role"] == "assistant";
     RETAIN_CHECK(answered, where, ": the conversation has no assistant turn (nothing to learn)");
     return {{"messages", row["messages"]}};
   }
